@@ -1,0 +1,13 @@
+# Every dependency comes from a Debian package (see scripts/install-deps); nothing is downloaded.
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+# NOTE: Debian 12's cnats CMake config references a missing static lib; pkg-config libnats works.
+pkg_check_modules(NATS REQUIRED IMPORTED_TARGET libnats>=3.4)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+find_package(nlohmann_json 3.11 REQUIRED)
+find_package(spdlog 1.10 REQUIRED)
+find_package(doctest 2.4 REQUIRED)
+find_package(CLI11 2.1 REQUIRED)
+find_package(Boost 1.74 REQUIRED)
+find_package(benchmark REQUIRED)
+find_package(ZLIB REQUIRED)

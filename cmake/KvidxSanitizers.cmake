@@ -1,0 +1,10 @@
+# KVIDX_SANITIZE=thread|address instruments every target of the build (its own build dir).
+if(KVIDX_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(KVIDX_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(NOT KVIDX_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "KVIDX_SANITIZE must be thread, address or empty (got '${KVIDX_SANITIZE}')")
+endif()

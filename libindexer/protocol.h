@@ -1,0 +1,124 @@
+// Protocol types shared by every kvidx layer: who holds a block, how blocks are named, and the
+// RouterEvent that workers publish. Plain value types: no JSON, no NATS, no I/O.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+namespace kvidx {
+
+using WorkerId = std::uint64_t;
+using DpRank = std::uint32_t;
+
+// One publisher stream: a worker's data-parallel rank. Scores and ownership are per stream.
+struct WorkerWithDpRank {
+  WorkerId worker_id = 0;
+  DpRank dp_rank = 0;
+
+  friend auto operator<=>(const WorkerWithDpRank&, const WorkerWithDpRank&) = default;
+};
+
+// Hash of one block's token ids only; the tree is keyed by it and queries are made of it.
+struct LocalBlockHash {
+  std::uint64_t value = 0;
+  friend auto operator<=>(const LocalBlockHash&, const LocalBlockHash&) = default;
+};
+
+// The engine's own id for a block; it commits to the whole prefix, so the same local hash at two
+// depths has two external hashes. Events name blocks (parent, removal) by it.
+struct ExternalSequenceBlockHash {
+  std::uint64_t value = 0;
+  friend auto operator<=>(const ExternalSequenceBlockHash&, const ExternalSequenceBlockHash&) = default;
+};
+
+struct StoredBlock {
+  ExternalSequenceBlockHash block_hash;
+  LocalBlockHash tokens_hash;
+  // Multimodal metadata as raw JSON text; carried through encode/decode, ignored by the tree.
+  std::optional<std::string> mm_extra_info;
+
+  friend bool operator==(const StoredBlock&, const StoredBlock&) = default;
+};
+
+struct KvCacheStoreData {
+  std::optional<ExternalSequenceBlockHash> parent_hash;  // absent: the chain starts at the root
+  std::optional<std::uint32_t> start_position;
+  std::vector<StoredBlock> blocks;
+
+  friend bool operator==(const KvCacheStoreData&, const KvCacheStoreData&) = default;
+};
+
+struct KvCacheRemoveData {
+  std::vector<ExternalSequenceBlockHash> block_hashes;
+  friend bool operator==(const KvCacheRemoveData&, const KvCacheRemoveData&) = default;
+};
+
+struct KvCacheClearData {
+  friend bool operator==(const KvCacheClearData&, const KvCacheClearData&) = default;
+};
+
+using KvCacheEventData = std::variant<KvCacheStoreData, KvCacheRemoveData, KvCacheClearData>;
+
+struct KvCacheEvent {
+  std::uint64_t event_id = 0;  // monotonically increasing per (worker, rank) publisher
+  KvCacheEventData data;
+  DpRank dp_rank = 0;
+
+  friend bool operator==(const KvCacheEvent&, const KvCacheEvent&) = default;
+};
+
+enum class StorageTier : std::uint8_t { device, host_pinned, disk, external };
+
+std::string_view to_string(StorageTier tier);
+std::optional<StorageTier> storage_tier_from_string(std::string_view name);
+
+struct RouterEvent {
+  WorkerId worker_id = 0;
+  KvCacheEvent event;
+  std::optional<StorageTier> storage_tier;  // absent on the wire means device
+
+  WorkerWithDpRank stream() const { return {worker_id, event.dp_rank}; }
+  friend bool operator==(const RouterEvent&, const RouterEvent&) = default;
+};
+
+enum class EventKind : std::uint8_t { stored, removed, cleared };
+inline EventKind kind_of(const KvCacheEventData& data) { return static_cast<EventKind>(data.index()); }
+std::string_view to_string(EventKind kind);
+
+struct WorkerWithDpRankHasher {
+  std::size_t operator()(const WorkerWithDpRank& w) const noexcept {
+    // NOTE: the multiplier spreads the rank into the high bits so (w, r) and (w + r, 0) differ.
+    return std::hash<std::uint64_t>{}(w.worker_id ^ (std::uint64_t{w.dp_rank} * 0x9E3779B97F4A7C15ULL));
+  }
+};
+
+// Result of a score query. Only (worker, rank)s with a score above zero appear in `scores`.
+struct OverlapScores {
+  std::unordered_map<WorkerWithDpRank, std::uint32_t, WorkerWithDpRankHasher> scores;
+  // frequencies[d]: number of (worker, rank)s still matching at depth d.
+  std::vector<std::size_t> frequencies;
+  // Blocks held per (worker, rank) that scored.
+  std::unordered_map<WorkerWithDpRank, std::size_t, WorkerWithDpRankHasher> tree_sizes;
+};
+
+}  // namespace kvidx
+
+template <>
+struct std::hash<kvidx::WorkerWithDpRank> : kvidx::WorkerWithDpRankHasher {};
+template <>
+struct std::hash<kvidx::LocalBlockHash> {
+  std::size_t operator()(const kvidx::LocalBlockHash& h) const noexcept { return std::hash<std::uint64_t>{}(h.value); }
+};
+template <>
+struct std::hash<kvidx::ExternalSequenceBlockHash> {
+  std::size_t operator()(const kvidx::ExternalSequenceBlockHash& h) const noexcept {
+    return std::hash<std::uint64_t>{}(h.value);
+  }
+};
