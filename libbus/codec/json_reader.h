@@ -1,0 +1,39 @@
+// Private to the codec: typed, path-aware field access over nlohmann::json. A failed read throws
+// JsonFieldError, which every public decode function catches and turns into a CodecError.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "libbus/codec/codec_result.h"
+
+namespace kvidx::json_reader {
+
+using Json = nlohmann::json;
+
+struct JsonFieldError {
+  CodecError error;
+};
+
+[[noreturn]] void fail(std::string field, std::string reason);
+
+std::string join(std::string_view parent, std::string_view key);
+std::string join(std::string_view parent, std::size_t index);
+std::string_view type_name(const Json& value);
+
+// Parse a document; depth above `max_depth`, bad syntax and trailing garbage are errors.
+Json parse_document(std::string_view text, std::size_t max_bytes, std::size_t max_depth);
+
+const Json& require(const Json& object, std::string_view key, std::string_view path);
+const Json* find(const Json& object, std::string_view key);  // null for absent
+
+void require_object(const Json& value, std::string_view path);
+std::uint64_t read_u64(const Json& value, std::string_view path);
+std::uint32_t read_u32(const Json& value, std::string_view path);
+std::string read_string(const Json& value, std::string_view path);
+
+}  // namespace kvidx::json_reader
