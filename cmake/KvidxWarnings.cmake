@@ -2,7 +2,7 @@
 add_library(kvidx_warnings INTERFACE)
 target_compile_options(kvidx_warnings INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
-  -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough)
+  -Woverloaded-virtual -Wimplicit-fallthrough)
 if(KVIDX_WERROR)
   target_compile_options(kvidx_warnings INTERFACE -Werror)
 endif()

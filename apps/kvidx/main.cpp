@@ -1,0 +1,46 @@
+// kvidx: KV-cache overlap index for LLM inference fleets. This file only assembles subcommands.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "apps/kvidx/commands.h"
+#include "apps/kvidx/exit_codes.h"
+
+int main(int argc, char** argv) {
+  using namespace kvidx::cli;
+  CLI::App app{"kvidx - KV-cache overlap index for LLM inference fleets (NATS in, scores out)", "kvidx"};
+  app.footer(kExitCodesHelp);
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kvidx 0.1.0");
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+
+  int exit_code = kExitOk;
+  add_serve_command(app, exit_code);
+  add_replay_command(app, exit_code);
+  add_capture_command(app, exit_code);
+  add_dump_command(app, exit_code);
+  add_score_command(app, exit_code);
+  add_stats_command(app, exit_code);
+
+  app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    // NOTE: the contract is one clear line, never a stack trace.
+    std::fprintf(stderr, "kvidx: error: %s\n", e.what());
+    return kExitFailure;
+  }
+  return exit_code;
+}
