@@ -59,7 +59,9 @@ class BlockTracker {
   std::optional<ReleasedPromptPath> release(RequestBlockChain chain);
 
   // Gives weight `fraction` (finite, >= 0) to the blocks only `chain` holds: its outputs and the
-  // trailing run of prompt edges that no other request passes through or ends at.
+  // trailing run of prompt edges that no other request passes through or ends at. The weight stays
+  // on those edges until they are removed, even if later requests come to share them (an edge split
+  // gives both halves the old weight), as in the reference.
   void set_unique_suffix_fractional(const RequestBlockChain& chain, double fraction);
 
   // Sum of block weights, rounded to the nearest integer.
