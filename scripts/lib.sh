@@ -1,0 +1,34 @@
+# Shared by the scripts: Debian package install and the CMake build. Source it, don't run it.
+# shellcheck shell=bash
+
+KVIDX_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+KVIDX_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  nats-server libnats-dev nlohmann-json3-dev libboost-dev libspdlog-dev libfmt-dev
+  doctest-dev libcli11-dev libxxhash-dev libbenchmark-dev zlib1g-dev python3 python3-jsonschema
+)
+
+log() { printf '\033[1m[kvidx]\033[0m %s\n' "$*" >&2; }
+
+# Install the Debian packages that are missing (skips apt entirely when all are present).
+install_deps() {
+  local missing=()
+  for pkg in "${KVIDX_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    return 0
+  fi
+  log "installing Debian packages: ${missing[*]}"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# configure_and_build BUILD_DIR [cmake -D options...] — Ninja, RelWithDebInfo unless overridden.
+configure_and_build() {
+  local dir=$1; shift
+  cmake -S "$KVIDX_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake --build "$dir" -j "$(nproc)"
+}
