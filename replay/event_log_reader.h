@@ -1,0 +1,57 @@
+// Reads an event log: JSON Lines of RouterEvents (bare or in the capture wrapper), plain or gzip
+// (detected from the bytes, not the name), from a file or "-" for stdin. Blank lines are skipped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "libbus/codec/event_codec.h"
+
+namespace kvidx {
+
+struct BadLine {
+  std::uint64_t line_number = 0;
+  std::string reason;
+};
+
+// What to do with a line that does not decode.
+enum class BadLinePolicy {
+  skip,   // count it, keep the first few reasons, go on
+  stop,   // stop reading; the error is reported as "file:line: reason"
+};
+
+struct EventLogReadStats {
+  std::uint64_t lines = 0;       // non-blank lines seen
+  std::uint64_t events = 0;      // events handed to the callback
+  std::uint64_t bad_lines = 0;
+  std::vector<BadLine> first_bad_lines;  // at most kMaxReportedBadLines
+  std::uint64_t bytes = 0;       // decompressed bytes read
+  static constexpr std::size_t kMaxReportedBadLines = 5;
+};
+
+// Calls `on_event` for each decoded line, in file order. Returns the stats; on an I/O failure or,
+// with BadLinePolicy::stop, on the first bad line, `error` holds one line for the user.
+struct EventLogReadResult {
+  EventLogReadStats stats;
+  std::string error;
+  bool ok() const { return error.empty(); }
+};
+
+using EventLogCallback = std::function<void(EventLogLine&&)>;
+
+EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy, const EventLogCallback& on_event,
+                                  const DecodeLimits& limits = {});
+
+// Reads any JSON Lines file line by line (plain or gzip, "-" for stdin). `on_line` gets the line
+// number (1-based) and the text without its newline; returning false stops reading.
+// Returns an error line, or empty on success.
+std::string for_each_line(const std::string& path,
+                          const std::function<bool(std::uint64_t, std::string_view)>& on_line,
+                          std::uint64_t* bytes_read = nullptr);
+
+}  // namespace kvidx
