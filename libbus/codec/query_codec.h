@@ -1,0 +1,88 @@
+// JSON of kvidx's request/reply API (kv.query.scores, kv.admin.*), errors as values like
+// event_codec. nlohmann/json stays inside the .cpp. Shapes are fixed in schemas/.
+//
+// Score request:  {"local_hashes":[u64...]}
+//             or  {"token_ids":[u32...], "block_size":N, "lora_name"?:"..."}  (hashed with
+//                 Dynamo's block hashing, libindexer/hashing.h; a trailing partial block is dropped)
+// Score reply:    {"scores":[{"worker_id","dp_rank","score"}...]   sorted by (worker_id, dp_rank)
+//                  "frequencies":[...],
+//                  "tree_sizes":[{"worker_id","dp_rank","blocks"}...],
+//                  "active_blocks"?:[{"worker_id","dp_rank","blocks"}...]}
+// Error reply:    {"error":{"code":"...","message":"..."}}
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "libbus/codec/codec_result.h"
+#include "libindexer/protocol.h"
+
+namespace kvidx {
+
+struct QueryLimits {
+  std::size_t max_message_bytes = 8u << 20;
+  std::size_t max_hashes = 1u << 20;
+  std::size_t max_nesting_depth = 8;
+};
+
+struct ScoreRequest {
+  std::vector<LocalBlockHash> local_hashes;
+};
+
+struct WorkerScore {
+  WorkerWithDpRank worker;
+  std::uint32_t score = 0;
+  friend bool operator==(const WorkerScore&, const WorkerScore&) = default;
+};
+
+struct WorkerBlocks {
+  WorkerWithDpRank worker;
+  std::uint64_t blocks = 0;
+  friend bool operator==(const WorkerBlocks&, const WorkerBlocks&) = default;
+};
+
+struct ScoreReply {
+  std::vector<WorkerScore> scores;    // sorted by (worker_id, dp_rank)
+  std::vector<std::size_t> frequencies;
+  std::vector<WorkerBlocks> tree_sizes;  // sorted by (worker_id, dp_rank)
+  std::optional<std::vector<WorkerBlocks>> active_blocks;
+  friend bool operator==(const ScoreReply&, const ScoreReply&) = default;
+};
+
+struct ErrorReply {
+  std::string code;  // "bad_request", "internal", "unavailable", ...
+  std::string message;
+  friend bool operator==(const ErrorReply&, const ErrorReply&) = default;
+};
+
+struct RemoveWorkerRequest {
+  WorkerId worker_id = 0;
+  std::optional<DpRank> dp_rank;  // absent: every rank of the worker
+  friend bool operator==(const RemoveWorkerRequest&, const RemoveWorkerRequest&) = default;
+};
+
+Decoded<ScoreRequest> decode_score_request(std::string_view json, const QueryLimits& limits = {});
+std::string encode_score_request(const ScoreRequest& request);
+// For clients sending token ids (the server hashes them).
+std::string encode_token_score_request(const std::vector<std::uint32_t>& token_ids, std::uint32_t block_size,
+                                       std::string_view lora_name = {});
+
+// Sorted, deterministic reply from the indexer's result.
+ScoreReply make_score_reply(const OverlapScores& scores);
+std::string encode_score_reply(const ScoreReply& reply);
+// Decodes a score reply; an error reply becomes a CodecError with field "error" and
+// reason "<code>: <message>".
+Decoded<ScoreReply> decode_score_reply(std::string_view json, const QueryLimits& limits = {});
+
+std::string encode_error_reply(const ErrorReply& error);
+// The error of an `{"error":{...}}` document, nullopt for anything else.
+std::optional<ErrorReply> decode_error_reply(std::string_view json);
+
+Decoded<RemoveWorkerRequest> decode_remove_worker_request(std::string_view json);
+std::string encode_remove_worker_request(const RemoveWorkerRequest& request);
+
+}  // namespace kvidx

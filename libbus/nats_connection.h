@@ -1,0 +1,68 @@
+// Owning wrapper for a natsConnection and its natsOptions. One Connection per role: bulk
+// ingest (default buffered publishes) and low-latency responders (send_asap) should not share.
+// The Connection must outlive every Subscription and JetStream context made from it.
+#pragma once
+
+#include <nats/nats.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "libbus/nats_error.h"
+#include "libbus/nats_message.h"
+#include "libbus/nats_subscription.h"
+
+namespace kvidx::bus {
+
+struct ConnectionOptions {
+  std::string url = "nats://127.0.0.1:4222";
+  std::string name = "kvidx";
+  // Flush every publish immediately (responders: ~0.3 ms instead of ~1.1 ms per request/reply).
+  bool send_asap = false;
+  // Keep reconnecting forever by default: a service should ride out a server restart.
+  int max_reconnect = -1;
+  std::int64_t reconnect_wait_ms = 250;
+  std::int64_t connect_timeout_ms = 2000;
+  // Retry the initial connect in the background instead of failing when the server is down.
+  bool retry_on_failed_connect = false;
+};
+
+class Connection {
+ public:
+  Connection() = default;
+  Connection(Connection&& other) noexcept;
+  Connection& operator=(Connection&& other) noexcept;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+
+  static BusResult<Connection> connect(const ConnectionOptions& options);
+
+  bool valid() const { return nc_ != nullptr; }
+  bool connected() const;
+  // The server's max_payload (bytes) for this connection.
+  std::int64_t max_payload() const;
+
+  BusStatus publish(std::string_view subject, std::string_view data);
+  BusStatus publish(Message& message);  // with headers; the message stays owned by the caller
+  BusResult<Message> request(std::string_view subject, std::string_view data, std::int64_t timeout_ms);
+  BusStatus flush(std::int64_t timeout_ms = 5000);
+
+  // Async subscription: `handler` runs on a nats.c delivery thread, one message at a time.
+  BusResult<Subscription> subscribe(std::string_view subject, MessageHandler handler);
+  BusResult<Subscription> queue_subscribe(std::string_view subject, std::string_view queue, MessageHandler handler);
+  // Sync subscription, polled with Subscription::next().
+  BusResult<Subscription> subscribe_sync(std::string_view subject);
+  std::string new_inbox() const;
+
+  natsConnection* raw() const { return nc_; }
+
+ private:
+  void reset() noexcept;
+
+  natsConnection* nc_ = nullptr;
+  natsOptions* opts_ = nullptr;
+};
+
+}  // namespace kvidx::bus

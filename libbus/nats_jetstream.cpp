@@ -1,0 +1,223 @@
+#include "libbus/nats_jetstream.h"
+
+#include <string>
+#include <utility>
+
+namespace kvidx::bus {
+namespace {
+
+constexpr jsErrCode kStreamNameInUse = static_cast<jsErrCode>(10058);
+
+StreamState state_of(const jsStreamInfo* info) {
+  if (info == nullptr) return {};
+  return StreamState{info->State.Msgs, info->State.FirstSeq, info->State.LastSeq};
+}
+
+ConsumerState state_of(const jsConsumerInfo* info) {
+  if (info == nullptr) return {};
+  return ConsumerState{info->Delivered.Stream, info->AckFloor.Stream, info->NumPending, info->NumAckPending};
+}
+
+}  // namespace
+
+JetStream& JetStream::operator=(JetStream&& other) noexcept {
+  if (this != &other) {
+    if (js_ != nullptr) jsCtx_Destroy(js_);
+    js_ = std::exchange(other.js_, nullptr);
+  }
+  return *this;
+}
+
+JetStream::~JetStream() {
+  if (js_ != nullptr) jsCtx_Destroy(js_);
+}
+
+BusResult<JetStream> JetStream::create(Connection& connection, const JetStreamOptions& options) {
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = options.api_wait_ms;
+  jo.PublishAsync.MaxPending = options.publish_async_max_pending;
+  jo.PublishAsync.StallWait = options.publish_async_stall_wait_ms;
+  JetStream js;
+  natsStatus s = natsConnection_JetStream(&js.js_, connection.raw(), &jo);
+  if (s != NATS_OK) return nats_error(s, "natsConnection_JetStream");
+  return js;
+}
+
+BusResult<StreamState> JetStream::ensure_stream(const StreamSpec& spec) {
+  std::vector<const char*> subjects;
+  subjects.reserve(spec.subjects.size());
+  for (const auto& subject : spec.subjects) subjects.push_back(subject.c_str());
+  jsStreamConfig sc;
+  jsStreamConfig_Init(&sc);
+  sc.Name = spec.name.c_str();
+  sc.Subjects = subjects.data();
+  sc.SubjectsLen = static_cast<int>(subjects.size());
+  sc.Storage = spec.file_storage ? js_FileStorage : js_MemoryStorage;
+  if (spec.max_msgs_per_subject > 0) sc.MaxMsgsPerSubject = spec.max_msgs_per_subject;
+  if (spec.max_age_ms > 0) sc.MaxAge = spec.max_age_ms * 1'000'000;
+  jsStreamInfo* info = nullptr;
+  jsErrCode code{};
+  natsStatus s = js_AddStream(&info, js_, &sc, nullptr, &code);
+  if (s != NATS_OK && code == kStreamNameInUse) {
+    // NOTE: the stream exists with a different config; update it rather than fail (idempotent start).
+    code = {};
+    s = js_UpdateStream(&info, js_, &sc, nullptr, &code);
+  }
+  if (s != NATS_OK) return js_error(s, code, "create stream " + spec.name);
+  StreamState state = state_of(info);
+  jsStreamInfo_Destroy(info);
+  return state;
+}
+
+BusResult<StreamState> JetStream::stream_state(std::string_view stream) {
+  const std::string name(stream);
+  jsStreamInfo* info = nullptr;
+  jsErrCode code{};
+  natsStatus s = js_GetStreamInfo(&info, js_, name.c_str(), nullptr, &code);
+  if (s != NATS_OK) return js_error(s, code, "stream info " + name);
+  StreamState state = state_of(info);
+  jsStreamInfo_Destroy(info);
+  return state;
+}
+
+BusStatus JetStream::delete_stream(std::string_view stream) {
+  const std::string name(stream);
+  jsErrCode code{};
+  natsStatus s = js_DeleteStream(js_, name.c_str(), nullptr, &code);
+  if (s != NATS_OK) return js_error(s, code, "delete stream " + name);
+  return {};
+}
+
+BusStatus JetStream::purge(std::string_view stream, std::string_view subject, std::uint64_t below_sequence) {
+  const std::string name(stream);
+  const std::string subj(subject);
+  jsOptions o;
+  jsOptions_Init(&o);
+  if (!subj.empty()) o.Stream.Purge.Subject = subj.c_str();
+  o.Stream.Purge.Sequence = below_sequence;
+  jsErrCode code{};
+  natsStatus s = js_PurgeStream(js_, name.c_str(), &o, &code);
+  if (s != NATS_OK) return js_error(s, code, "purge stream " + name);
+  return {};
+}
+
+BusResult<ConsumerState> JetStream::ensure_consumer(std::string_view stream, const ConsumerSpec& spec) {
+  const std::string name(stream);
+  if (auto existing = consumer_state(stream, spec.durable); existing.ok()) return existing;
+  jsConsumerConfig cc;
+  jsConsumerConfig_Init(&cc);
+  cc.Durable = spec.durable.c_str();
+  cc.AckPolicy = spec.ack_all ? js_AckAll : js_AckExplicit;
+  cc.AckWait = spec.ack_wait_ms * 1'000'000;
+  if (!spec.filter_subject.empty()) cc.FilterSubject = spec.filter_subject.c_str();
+  if (spec.max_ack_pending > 0) cc.MaxAckPending = spec.max_ack_pending;
+  if (spec.start_sequence > 0) {
+    cc.DeliverPolicy = js_DeliverByStartSequence;
+    cc.OptStartSeq = spec.start_sequence;
+  }
+  jsConsumerInfo* info = nullptr;
+  jsErrCode code{};
+  natsStatus s = js_AddConsumer(&info, js_, name.c_str(), &cc, nullptr, &code);
+  if (s != NATS_OK) return js_error(s, code, "create consumer " + spec.durable + " on " + name);
+  ConsumerState state = state_of(info);
+  jsConsumerInfo_Destroy(info);
+  return state;
+}
+
+BusResult<ConsumerState> JetStream::consumer_state(std::string_view stream, std::string_view durable) {
+  const std::string name(stream);
+  const std::string consumer(durable);
+  jsConsumerInfo* info = nullptr;
+  jsErrCode code{};
+  natsStatus s = js_GetConsumerInfo(&info, js_, name.c_str(), consumer.c_str(), nullptr, &code);
+  if (s != NATS_OK) return js_error(s, code, "consumer info " + consumer + " on " + name);
+  ConsumerState state = state_of(info);
+  jsConsumerInfo_Destroy(info);
+  return state;
+}
+
+BusStatus JetStream::delete_consumer(std::string_view stream, std::string_view durable) {
+  const std::string name(stream);
+  const std::string consumer(durable);
+  jsErrCode code{};
+  natsStatus s = js_DeleteConsumer(js_, name.c_str(), consumer.c_str(), nullptr, &code);
+  if (s != NATS_OK) return js_error(s, code, "delete consumer " + consumer + " on " + name);
+  return {};
+}
+
+BusResult<Subscription> JetStream::pull_subscribe(std::string_view stream, std::string_view durable,
+                                                  std::string_view filter) {
+  const std::string name(stream);
+  const std::string consumer(durable);
+  const std::string subj(filter);
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = name.c_str();
+  so.Consumer = consumer.c_str();
+  Subscription sub;
+  sub.unsubscribe_on_close_ = false;  // NOTE: keep the durable (and its ack floor) on the server
+  jsErrCode code{};
+  natsStatus s = js_PullSubscribe(&sub.sub_, js_, subj.empty() ? nullptr : subj.c_str(), consumer.c_str(), nullptr,
+                                  &so, &code);
+  if (s != NATS_OK) return js_error(s, code, "pull subscribe " + consumer + " on " + name);
+  return sub;
+}
+
+BusResult<PublishAck> JetStream::publish(std::string_view subject, std::string_view data) {
+  const std::string subj(subject);
+  jsPubAck* pa = nullptr;
+  jsErrCode code{};
+  natsStatus s = js_Publish(&pa, js_, subj.c_str(), data.data(), static_cast<int>(data.size()), nullptr, &code);
+  if (s != NATS_OK) return js_error(s, code, "JetStream publish to " + subj);
+  PublishAck ack{pa->Stream ? pa->Stream : "", pa->Sequence, pa->Duplicate};
+  jsPubAck_Destroy(pa);
+  return ack;
+}
+
+BusResult<PublishAck> JetStream::publish(Message& message) {
+  jsPubAck* pa = nullptr;
+  jsErrCode code{};
+  natsStatus s = js_PublishMsg(&pa, js_, message.raw(), nullptr, &code);
+  if (s != NATS_OK) return js_error(s, code, "JetStream publish to " + std::string(message.subject()));
+  PublishAck ack{pa->Stream ? pa->Stream : "", pa->Sequence, pa->Duplicate};
+  jsPubAck_Destroy(pa);
+  return ack;
+}
+
+BusStatus JetStream::publish_async(std::string_view subject, std::string_view data) {
+  const std::string subj(subject);
+  natsStatus s = js_PublishAsync(js_, subj.c_str(), data.data(), static_cast<int>(data.size()), nullptr);
+  if (s != NATS_OK) return nats_error(s, "JetStream async publish to " + subj);
+  return {};
+}
+
+BusStatus JetStream::publish_async_complete(std::int64_t timeout_ms) {
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.MaxWait = timeout_ms;
+  natsStatus s = js_PublishAsyncComplete(js_, &po);
+  if (s != NATS_OK) return nats_error(s, "js_PublishAsyncComplete");
+  return {};
+}
+
+BusResult<Message> JetStream::get_message(std::string_view stream, std::uint64_t sequence) {
+  const std::string name(stream);
+  natsMsg* msg = nullptr;
+  jsErrCode code{};
+  natsStatus s = js_GetMsg(&msg, js_, name.c_str(), sequence, nullptr, &code);
+  if (s != NATS_OK) return js_error(s, code, "get message " + std::to_string(sequence) + " of " + name);
+  return Message(msg);
+}
+
+BusResult<Message> JetStream::get_last_message(std::string_view stream, std::string_view subject) {
+  const std::string name(stream);
+  const std::string subj(subject);
+  natsMsg* msg = nullptr;
+  jsErrCode code{};
+  natsStatus s = js_GetLastMsg(&msg, js_, name.c_str(), subj.c_str(), nullptr, &code);
+  if (s != NATS_OK) return js_error(s, code, "get last message on " + subj + " of " + name);
+  return Message(msg);
+}
+
+}  // namespace kvidx::bus

@@ -1,0 +1,104 @@
+// Owning wrapper for a nats.c JetStream context (jsCtx) plus the stream/consumer administration
+// kvidx needs (there is no natscli on the target machines, so all admin is done in code).
+#pragma once
+
+#include <nats/nats.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "libbus/nats_connection.h"
+#include "libbus/nats_error.h"
+#include "libbus/nats_message.h"
+#include "libbus/nats_subscription.h"
+
+namespace kvidx::bus {
+
+struct JetStreamOptions {
+  std::int64_t api_wait_ms = 5000;
+  std::int64_t publish_async_max_pending = 4000;
+  // How long js_PublishAsync blocks when max pending is reached (nats.c's default 200 ms is too short).
+  std::int64_t publish_async_stall_wait_ms = 5000;
+};
+
+struct StreamSpec {
+  std::string name;
+  std::vector<std::string> subjects;
+  bool file_storage = true;
+  std::int64_t max_msgs_per_subject = 0;  // 0: unlimited
+  std::int64_t max_age_ms = 0;            // 0: unlimited
+};
+
+struct StreamState {
+  std::uint64_t messages = 0;
+  std::uint64_t first_sequence = 0;
+  std::uint64_t last_sequence = 0;
+};
+
+struct ConsumerSpec {
+  std::string durable;          // no '.' allowed
+  std::string filter_subject;   // empty: the whole stream
+  bool ack_all = true;          // AckAll: acking sequence N acknowledges everything before it
+  std::int64_t max_ack_pending = 0;  // 0: server default
+  std::int64_t ack_wait_ms = 30000;
+  std::uint64_t start_sequence = 0;  // 0: deliver all; else deliver from this stream sequence
+};
+
+struct ConsumerState {
+  std::uint64_t delivered_stream_sequence = 0;
+  std::uint64_t ack_floor_stream_sequence = 0;
+  std::uint64_t num_pending = 0;
+  std::int64_t num_ack_pending = 0;
+};
+
+struct PublishAck {
+  std::string stream;
+  std::uint64_t sequence = 0;
+  bool duplicate = false;
+};
+
+class JetStream {
+ public:
+  JetStream() = default;
+  JetStream(JetStream&& other) noexcept : js_(std::exchange(other.js_, nullptr)) {}
+  JetStream& operator=(JetStream&& other) noexcept;
+  JetStream(const JetStream&) = delete;
+  JetStream& operator=(const JetStream&) = delete;
+  ~JetStream();
+
+  static BusResult<JetStream> create(Connection& connection, const JetStreamOptions& options = {});
+
+  // Creates the stream, or updates its subjects/limits if it exists.
+  BusResult<StreamState> ensure_stream(const StreamSpec& spec);
+  BusResult<StreamState> stream_state(std::string_view stream);
+  BusStatus delete_stream(std::string_view stream);
+  // Removes messages of `subject` (all subjects when empty) with sequence < `below_sequence`
+  // (all when 0).
+  BusStatus purge(std::string_view stream, std::string_view subject, std::uint64_t below_sequence);
+
+  // Returns the existing durable's state, or creates it from `spec`.
+  BusResult<ConsumerState> ensure_consumer(std::string_view stream, const ConsumerSpec& spec);
+  BusResult<ConsumerState> consumer_state(std::string_view stream, std::string_view durable);
+  BusStatus delete_consumer(std::string_view stream, std::string_view durable);
+  // Binds a pull subscription to an existing durable; destroying it keeps the durable.
+  BusResult<Subscription> pull_subscribe(std::string_view stream, std::string_view durable, std::string_view filter);
+
+  BusResult<PublishAck> publish(std::string_view subject, std::string_view data);
+  BusResult<PublishAck> publish(Message& message);
+  BusStatus publish_async(std::string_view subject, std::string_view data);
+  BusStatus publish_async_complete(std::int64_t timeout_ms);
+
+  // Direct reads by sequence / last message on a subject (NATS_NOT_FOUND when absent).
+  BusResult<Message> get_message(std::string_view stream, std::uint64_t sequence);
+  BusResult<Message> get_last_message(std::string_view stream, std::string_view subject);
+
+  jsCtx* raw() const { return js_; }
+
+ private:
+  jsCtx* js_ = nullptr;
+};
+
+}  // namespace kvidx::bus

@@ -1,0 +1,104 @@
+#include "libbus/nats_message.h"
+
+#include <string>
+#include <utility>
+
+namespace kvidx::bus {
+
+Message& Message::operator=(Message&& other) noexcept {
+  if (this != &other) {
+    if (msg_ != nullptr) natsMsg_Destroy(msg_);
+    msg_ = std::exchange(other.msg_, nullptr);
+  }
+  return *this;
+}
+
+Message::~Message() {
+  if (msg_ != nullptr) natsMsg_Destroy(msg_);
+}
+
+BusResult<Message> Message::create(std::string_view subject, std::string_view data, std::string_view reply) {
+  const std::string subj(subject);
+  const std::string rep(reply);
+  natsMsg* msg = nullptr;
+  natsStatus s = natsMsg_Create(&msg, subj.c_str(), rep.empty() ? nullptr : rep.c_str(), data.data(),
+                                static_cast<int>(data.size()));
+  if (s != NATS_OK) return nats_error(s, "natsMsg_Create");
+  return Message(msg);
+}
+
+std::string_view Message::subject() const {
+  const char* s = msg_ ? natsMsg_GetSubject(msg_) : nullptr;
+  return s ? std::string_view(s) : std::string_view();
+}
+
+std::string_view Message::reply() const {
+  const char* s = msg_ ? natsMsg_GetReply(msg_) : nullptr;
+  return s ? std::string_view(s) : std::string_view();
+}
+
+std::string_view Message::data() const {
+  if (msg_ == nullptr) return {};
+  const char* d = natsMsg_GetData(msg_);
+  const int len = natsMsg_GetDataLength(msg_);
+  return d != nullptr && len > 0 ? std::string_view(d, static_cast<std::size_t>(len)) : std::string_view();
+}
+
+std::optional<std::string> Message::header(const char* key) const {
+  const char* value = nullptr;
+  if (msg_ == nullptr || natsMsgHeader_Get(msg_, key, &value) != NATS_OK || value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+BusStatus Message::set_header(const char* key, const char* value) {
+  natsStatus s = natsMsgHeader_Set(msg_, key, value);
+  if (s != NATS_OK) return nats_error(s, "natsMsgHeader_Set");
+  return {};
+}
+
+BusStatus Message::ack() {
+  natsStatus s = natsMsg_Ack(msg_, nullptr);
+  if (s != NATS_OK) return nats_error(s, "natsMsg_Ack");
+  return {};
+}
+
+BusStatus Message::ack_sync() {
+  jsErrCode code{};
+  natsStatus s = natsMsg_AckSync(msg_, nullptr, &code);
+  if (s != NATS_OK) return js_error(s, code, "natsMsg_AckSync");
+  return {};
+}
+
+BusStatus Message::nak() {
+  natsStatus s = natsMsg_Nak(msg_, nullptr);
+  if (s != NATS_OK) return nats_error(s, "natsMsg_Nak");
+  return {};
+}
+
+BusStatus Message::term() {
+  natsStatus s = natsMsg_Term(msg_, nullptr);
+  if (s != NATS_OK) return nats_error(s, "natsMsg_Term");
+  return {};
+}
+
+BusResult<JsMetadata> Message::metadata() const {
+  jsMsgMetaData* meta = nullptr;
+  natsStatus s = natsMsg_GetMetaData(&meta, msg_);
+  if (s != NATS_OK) return nats_error(s, "natsMsg_GetMetaData");
+  JsMetadata out{meta->Sequence.Stream, meta->Sequence.Consumer, meta->NumDelivered, meta->NumPending};
+  jsMsgMetaData_Destroy(meta);
+  return out;
+}
+
+std::vector<Message> take_all(natsMsgList& list) {
+  std::vector<Message> out;
+  out.reserve(static_cast<std::size_t>(list.Count > 0 ? list.Count : 0));
+  for (int i = 0; i < list.Count; ++i) {
+    out.emplace_back(list.Msgs[i]);
+    list.Msgs[i] = nullptr;  // NOTE: natsMsgList_Destroy skips null entries, so each msg is freed once.
+  }
+  natsMsgList_Destroy(&list);
+  return out;
+}
+
+}  // namespace kvidx::bus

@@ -1,0 +1,58 @@
+// Every NATS subject kvidx uses, derived from one configurable prefix (default "kv"):
+//   <p>.events.<worker_id>   workers -> kvidx (RouterEvent or array); wildcard <p>.events.>
+//   <p>.query.scores         request/reply, queue group "kvidx"
+//   <p>.admin.{stats,workers,remove_worker,dump}
+//   <p>.routing.decisions    router -> kvidx (approximate mode)
+//   <p>.requests.<worker_id> router -> kvidx (request lifecycle for active load)
+//   <p>.deadletter           kvidx -> (rejected messages, reason in the Kvidx-Reason header)
+//   <p>.snapshots.<name>.{data,commit}  kvidx's own snapshot stream
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "libindexer/protocol.h"
+
+namespace kvidx::bus {
+
+inline constexpr const char* kQueueGroup = "kvidx";
+inline constexpr const char* kDeadLetterReasonHeader = "Kvidx-Reason";
+inline constexpr const char* kDeadLetterSubjectHeader = "Kvidx-Subject";
+
+class Subjects {
+ public:
+  explicit Subjects(std::string prefix = "kv");
+
+  const std::string& prefix() const { return prefix_; }
+  std::string events(WorkerId worker) const;
+  std::string events_wildcard() const;
+  std::string query_scores() const;
+  std::string admin_stats() const;
+  std::string admin_workers() const;
+  std::string admin_remove_worker() const;
+  std::string admin_dump() const;
+  std::string admin_wildcard() const;
+  std::string routing_decisions() const;
+  std::string requests(WorkerId worker) const;
+  std::string requests_wildcard() const;
+  std::string deadletter() const;
+  std::string snapshot_data(std::string_view name) const;
+  std::string snapshot_commit(std::string_view name) const;
+  std::string snapshots_wildcard() const;
+
+  // The worker id of "<prefix>.events.<id>"; nullopt for any other subject (for example Dynamo's
+  // namespace/component layout), in which case the worker id comes from the payload.
+  std::optional<WorkerId> worker_from_events_subject(std::string_view subject) const;
+  // Same for "<prefix>.requests.<id>".
+  std::optional<WorkerId> worker_from_requests_subject(std::string_view subject) const;
+
+ private:
+  std::string prefix_;
+};
+
+// True when `subject` is a syntactically valid NATS subject or wildcard (non-empty tokens, `>`
+// only last, no whitespace).
+bool is_valid_subject(std::string_view subject);
+
+}  // namespace kvidx::bus

@@ -1,0 +1,131 @@
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "libbus/codec/query_codec.h"
+#include "libindexer/hashing.h"
+
+using namespace kvidx;
+using nlohmann::json;
+
+TEST_CASE("score request with local hashes decodes u64 values exactly") {
+  auto decoded = decode_score_request(R"({"local_hashes":[1, 18446744073709551615, 3]})");
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error().message());
+  CHECK(decoded.value().local_hashes ==
+        std::vector<LocalBlockHash>{{1}, {18446744073709551615ULL}, {3}});
+  auto again = decode_score_request(encode_score_request(decoded.value()));
+  REQUIRE(again.ok());
+  CHECK(again.value().local_hashes == decoded.value().local_hashes);
+}
+
+TEST_CASE("score request with token ids hashes full blocks like the spec vectors") {
+  std::vector<std::uint32_t> tokens;
+  for (std::uint32_t t = 1; t <= 35; ++t) tokens.push_back(t);  // 2 full blocks of 16 + 3 dropped
+  auto decoded = decode_score_request(encode_token_score_request(tokens, 16));
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error().message());
+  CHECK(decoded.value().local_hashes ==
+        std::vector<LocalBlockHash>{{16863443419780771464ULL}, {2287610619914608821ULL}});
+}
+
+TEST_CASE("score request lora name changes the block seed") {
+  std::vector<std::uint32_t> tokens(16, 7);
+  auto plain = decode_score_request(encode_token_score_request(tokens, 16));
+  auto lora = decode_score_request(encode_token_score_request(tokens, 16, "adapter-a"));
+  REQUIRE(plain.ok());
+  REQUIRE(lora.ok());
+  CHECK(lora.value().local_hashes == compute_block_hashes(tokens, 16, block_hash_seed("adapter-a")));
+  CHECK(lora.value().local_hashes != plain.value().local_hashes);
+}
+
+TEST_CASE("bad score requests are rejected with the offending field") {
+  struct Case {
+    const char* text;
+    const char* field;
+  };
+  const Case cases[] = {
+      {R"({"local_hashes":[1,-2]})", "local_hashes[1]"},
+      {R"({"local_hashes":"x"})", "local_hashes"},
+      {R"({"token_ids":[1,2]})", "block_size"},
+      {R"({"token_ids":[1,2],"block_size":0})", "block_size"},
+      {R"({"token_ids":[4294967296],"block_size":1})", "token_ids[0]"},
+      {R"({"token_ids":[1],"block_size":1,"lora_name":5})", "lora_name"},
+      {R"({"local_hashes":[1],"token_ids":[1],"block_size":1})", ""},
+      {R"({})", ""},
+      {R"([1,2])", ""},
+      {R"({"local_hashes":[1])", ""},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.text);
+    auto decoded = decode_score_request(c.text);
+    REQUIRE_FALSE(decoded.ok());
+    CHECK(decoded.error().field == c.field);
+  }
+}
+
+TEST_CASE("score request over the hash limit is rejected") {
+  QueryLimits limits;
+  limits.max_hashes = 2;
+  auto decoded = decode_score_request(R"({"local_hashes":[1,2,3]})", limits);
+  REQUIRE_FALSE(decoded.ok());
+  CHECK(decoded.error().field == "local_hashes");
+}
+
+TEST_CASE("score reply is sorted by worker and rank and round-trips") {
+  OverlapScores scores;
+  scores.scores[{9, 1}] = 2;
+  scores.scores[{3, 0}] = 5;
+  scores.scores[{9, 0}] = 1;
+  scores.frequencies = {3, 2, 1};
+  scores.tree_sizes[{9, 1}] = 20;
+  scores.tree_sizes[{3, 0}] = 50;
+  scores.tree_sizes[{9, 0}] = 10;
+  ScoreReply reply = make_score_reply(scores);
+  REQUIRE(reply.scores.size() == 3);
+  CHECK(reply.scores[0] == WorkerScore{{3, 0}, 5});
+  CHECK(reply.scores[1] == WorkerScore{{9, 0}, 1});
+  CHECK(reply.scores[2] == WorkerScore{{9, 1}, 2});
+  CHECK(reply.tree_sizes[2] == WorkerBlocks{{9, 1}, 20});
+  const std::string text = encode_score_reply(reply);
+  const json doc = json::parse(text);
+  CHECK(doc["scores"][0] == json{{"worker_id", 3}, {"dp_rank", 0}, {"score", 5}});
+  CHECK(doc["frequencies"] == json::array({3, 2, 1}));
+  CHECK_FALSE(doc.contains("active_blocks"));
+  auto back = decode_score_reply(text);
+  REQUIRE(back.ok());
+  CHECK(back.value() == reply);
+
+  reply.active_blocks = std::vector<WorkerBlocks>{{{3, 0}, 7}};
+  auto with_active = decode_score_reply(encode_score_reply(reply));
+  REQUIRE(with_active.ok());
+  CHECK(with_active.value() == reply);
+}
+
+TEST_CASE("error reply round-trips and is reported by the score reply decoder") {
+  ErrorReply error{"bad_request", "local_hashes[1]: expected an unsigned 64-bit integer"};
+  const std::string text = encode_error_reply(error);
+  CHECK(json::parse(text) == json{{"error", {{"code", "bad_request"}, {"message", error.message}}}});
+  CHECK(decode_error_reply(text) == error);
+  CHECK_FALSE(decode_error_reply(R"({"scores":[]})").has_value());
+  auto as_reply = decode_score_reply(text);
+  REQUIRE_FALSE(as_reply.ok());
+  CHECK(as_reply.error().field == "error");
+  CHECK(as_reply.error().reason.find("bad_request") == 0);
+}
+
+TEST_CASE("error reply with invalid utf8 still encodes valid json") {
+  const std::string text = encode_error_reply({"bad_request", std::string("bad \xff byte")});
+  CHECK(json::accept(text));
+}
+
+TEST_CASE("remove worker request with and without rank") {
+  auto all = decode_remove_worker_request(R"({"worker_id":12})");
+  REQUIRE(all.ok());
+  CHECK(all.value() == RemoveWorkerRequest{12, std::nullopt});
+  auto one = decode_remove_worker_request(encode_remove_worker_request({12, 3}));
+  REQUIRE(one.ok());
+  CHECK(one.value() == RemoveWorkerRequest{12, 3});
+  CHECK_FALSE(decode_remove_worker_request(R"({"dp_rank":1})").ok());
+  CHECK_FALSE(decode_remove_worker_request(R"({"worker_id":"x"})").ok());
+}

@@ -1,0 +1,45 @@
+// Test fixture: a real nats-server (JetStream on, loopback only) on a free port with its own
+// temporary store directory. Started with fork/exec, stopped by PID (never by name). Supports a
+// clean stop, kill -9 and a restart on the same port and store for fault-injection tests.
+// No nats.c dependency: readiness is a TCP connect to the port.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace kvidx::testing {
+
+class NatsServer {
+ public:
+  // Starts the server; throws std::runtime_error when it cannot start or is not ready in time.
+  NatsServer();
+  ~NatsServer();
+  NatsServer(const NatsServer&) = delete;
+  NatsServer& operator=(const NatsServer&) = delete;
+
+  std::string url() const;  // nats://127.0.0.1:<port>
+  int port() const { return port_; }
+  const std::string& store_dir() const { return store_dir_; }
+  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+
+  void stop();     // SIGTERM, then waitpid (SIGKILL after 10 s)
+  void kill9();    // SIGKILL, then waitpid
+  void restart();  // stop (if running) and start again on the same port and store
+
+ private:
+  void start();
+  void signal_and_wait(int signo);
+
+  int port_ = 0;
+  pid_t pid_ = -1;
+  std::string dir_;        // mkdtemp root, removed by the destructor
+  std::string store_dir_;  // <dir_>/js
+  std::string log_file_;   // <dir_>/nats.log
+};
+
+// A free TCP port on 127.0.0.1 (bind port 0, read it back, close).
+int find_free_port();
+
+}  // namespace kvidx::testing
