@@ -1,0 +1,163 @@
+// RadixNode: one node of the compressed radix tree. Its edge is a run of blocks; its children are
+// keyed by the local hash of their edge's first block; its EdgeCoverage says which streams hold
+// how much of the edge. Nodes are reference counted (NodeRef) because per-stream lookups point at
+// them directly and may outlive a node's place in the tree. Locking rules are the tree's; see
+// radix_tree.h. The public methods below lock the node themselves and exist for the tree's
+// optimistic paths and for tests that drive a stale cursor by hand.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "libindexer/edge_coverage.h"
+#include "libindexer/protocol.h"
+
+namespace kvidx {
+
+class RadixNode;
+
+// Owning, intrusive reference to a node.
+class NodeRef {
+ public:
+  NodeRef() = default;
+  explicit NodeRef(RadixNode* node) noexcept;
+  NodeRef(const NodeRef& other) noexcept : NodeRef(other.node_) {}
+  NodeRef(NodeRef&& other) noexcept : node_(std::exchange(other.node_, nullptr)) {}
+  NodeRef& operator=(NodeRef other) noexcept {
+    std::swap(node_, other.node_);
+    return *this;
+  }
+  ~NodeRef();
+
+  RadixNode* get() const noexcept { return node_; }
+  RadixNode* operator->() const noexcept { return node_; }
+  RadixNode& operator*() const noexcept { return *node_; }
+  explicit operator bool() const noexcept { return node_ != nullptr; }
+  friend bool operator==(const NodeRef& a, const NodeRef& b) { return a.node_ == b.node_; }
+
+ private:
+  RadixNode* node_ = nullptr;
+};
+
+struct EdgeBlock {
+  LocalBlockHash local;
+  ExternalSequenceBlockHash external;  // the first storer's id; ids commit to the path, so all agree
+};
+
+// Children keyed by first local hash: a short vector scanned linearly, plus a hash index once the
+// fan-out grows (the root and popular prefixes).
+class ChildTable {
+ public:
+  RadixNode* find(LocalBlockHash key) const;
+  const NodeRef* find_ref(LocalBlockHash key) const;
+  void insert(LocalBlockHash key, NodeRef child);  // key must be absent
+  NodeRef erase(LocalBlockHash key);
+  std::size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  const std::vector<std::pair<LocalBlockHash, NodeRef>>& entries() const { return entries_; }
+  std::vector<std::pair<LocalBlockHash, NodeRef>> take_all();
+
+ private:
+  static constexpr std::size_t kLinearLimit = 8;
+  std::ptrdiff_t position(LocalBlockHash key) const;
+  void rebuild_index();
+
+  std::vector<std::pair<LocalBlockHash, NodeRef>> entries_;
+  std::unordered_map<LocalBlockHash, std::uint32_t> index_;  // used once size() > kLinearLimit
+};
+
+// Result of reading an edge against the start of a Stored chain under a shared lock.
+struct StorePrefixScan {
+  std::uint32_t matched = 0;      // leading blocks of the chain equal to the edge's leading blocks
+  std::uint32_t edge_length = 0;
+  std::uint64_t shape_version = 0;
+};
+
+enum class ParentEdgePlanAction : std::uint8_t {
+  insert_from_parent,  // the parent is the edge's last block: new blocks go below this node
+  continue_in_edge,    // the parent is inside the edge: new blocks are compared with its remainder
+};
+
+struct ParentEdgePlan {
+  std::uint32_t parent_position = 0;
+  std::uint64_t shape_version = 0;
+  ParentEdgePlanAction action = ParentEdgePlanAction::insert_from_parent;
+};
+
+enum class ParentEdgeAction : std::uint8_t {
+  insert_from_parent,  // plan still valid; `child` is the existing child for the first block, if any
+  continue_in_edge,    // plan still valid; the caller compares blocks with the edge's remainder
+  replan,              // the node changed shape (split, growth, detach) since the plan was made
+  parent_not_held,     // the stream does not hold the parent block
+};
+
+struct ParentEdgeStep {
+  ParentEdgeAction action = ParentEdgeAction::replan;
+  NodeRef child;
+};
+
+class RadixNode {
+ public:
+  RadixNode(std::uint32_t start_depth, std::vector<EdgeBlock> edge) : start_depth_(start_depth), edge_(std::move(edge)) {}
+  RadixNode(const RadixNode&) = delete;
+  RadixNode& operator=(const RadixNode&) = delete;
+  ~RadixNode() = default;
+
+  // Reference to the child whose edge starts with `key`, or null.
+  NodeRef child_snapshot(LocalBlockHash key) const;
+
+  // Compares `blocks` with the edge from its first block (shared lock).
+  StorePrefixScan scan_store_prefix(std::span<const StoredBlock> blocks) const;
+  // Makes `slot` hold the whole edge if the node still has the shape seen at `shape_version`.
+  // Returns the number of blocks newly held, or nullopt when the scan is stale and must be redone.
+  std::optional<std::uint32_t> promote_to_full_with_version(WorkerSlot slot, std::uint64_t shape_version);
+
+  // Where `parent` sits in this edge and what a continuation after it must do; nullopt if the
+  // parent is not in this edge (it moved below through a split, or never was here).
+  std::optional<ParentEdgePlan> plan_store_parent_edge(ExternalSequenceBlockHash parent,
+                                                       std::span<const StoredBlock> blocks) const;
+  // Revalidates `plan` under the exclusive lock before the caller commits to it.
+  ParentEdgeStep apply_store_parent_edge_plan(WorkerSlot slot, const ParentEdgePlan& plan,
+                                              std::span<const StoredBlock> blocks);
+
+ private:
+  friend class NodeRef;
+  friend class ConcurrentRadixTree;
+
+  std::uint32_t end_depth() const { return start_depth_ + static_cast<std::uint32_t>(edge_.size()); }
+  std::uint32_t edge_length() const { return static_cast<std::uint32_t>(edge_.size()); }
+  ParentEdgeStep parent_edge_step_locked(WorkerSlot slot, std::uint32_t parent_position,
+                                         std::span<const StoredBlock> blocks) const;
+
+  mutable std::atomic<std::uint32_t> refs_{0};
+  mutable std::shared_mutex mutex_;
+  const std::uint32_t start_depth_;  // depth of the edge's first block; a split never moves it
+
+  // Everything below is guarded by mutex_.
+  std::vector<EdgeBlock> edge_;
+  EdgeCoverage coverage_;
+  ChildTable children_;
+  // The node that held the blocks right after this edge when it was last split. Lookups recorded
+  // before a split follow it to find blocks that moved into the suffix.
+  NodeRef continuation_;
+  std::uint64_t shape_version_ = 0;  // bumped by split, in-place growth, child insert and detach
+  bool sealed_ = false;              // has had children: never grows in place again
+  bool detached_ = false;            // cut out of the tree by cleanup
+};
+
+inline NodeRef::NodeRef(RadixNode* node) noexcept : node_(node) {
+  if (node_ != nullptr) node_->refs_.fetch_add(1, std::memory_order_relaxed);
+}
+
+inline NodeRef::~NodeRef() {
+  // NOTE: acq_rel so the deleting thread sees every write made under other references.
+  if (node_ != nullptr && node_->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete node_;
+}
+
+}  // namespace kvidx

@@ -1,0 +1,174 @@
+// ConcurrentRadixTree: the compressed radix tree of KV-cache blocks shared by every writer lane and
+// every reader. It applies RouterEvents for one (worker, rank) stream at a time per caller and
+// answers prefix-overlap queries concurrently with them.
+//
+// Concurrency scheme and invariants
+// - Every node has a std::shared_mutex. Readers take shared locks hand over hand from the root
+//   (the child is locked before the parent is released), so a reader never sees a node after it
+//   left the tree unless it was already inside it, and reads each node's edge, coverage and
+//   children as one consistent state.
+// - Writers take exclusive locks, always ancestor before descendant (root-down descent, split
+//   continuations, subtree walks). Nobody locks upward, so there is no lock-order cycle. A writer
+//   holds at most two node locks at a time, and only while moving down.
+// - A writer may enter a node directly through its stream's WorkerLookup. It then checks
+//   `detached_` under the node's lock: cleanup only detaches nodes no stream holds, so a detached
+//   node never holds the writer's block and the event treats the block as absent.
+// - Per stream, coverage is prefix-closed: if a stream holds any block of a node, it holds every
+//   edge of the node's ancestors fully. Stores add coverage top-down; removes cut a node and then
+//   drop the stream from the node's descendants. A reader therefore only descends through nodes
+//   the stream holds fully, and a score never exceeds a depth the stream held at some instant.
+// - A node keeps its identity, start depth and first block forever: a split keeps the prefix in
+//   the node and moves the remainder (edge, coverage beyond the cut, children) to a new suffix
+//   child, recorded as the node's `continuation_`. Every change of shape bumps `shape_version_`;
+//   a plan or scan made under a shared lock commits only if the version is unchanged.
+// - One stream's events are applied by one caller at a time (its lane); different streams' events
+//   run in parallel. A stream's WorkerLookup belongs to that caller and is never shared.
+// - A node grows its edge in place only while it has never had a child (`sealed_`); a node that
+//   was ever internal gets new children instead, also after cleanup removed its dead children.
+// - Nodes no stream holds stay attached until run_cleanup() detaches them; detached subtrees are
+//   dismantled iteratively and freed once the last stale lookup reference goes.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "libindexer/protocol.h"
+#include "libindexer/radix_node.h"
+#include "libindexer/worker_lookup.h"
+#include "libindexer/worker_registry.h"
+
+namespace kvidx {
+
+enum class ApplyStatus : std::uint8_t {
+  ok,
+  parent_not_found,  // Stored whose parent the stream does not hold: nothing was applied
+  block_not_found,   // Removed naming blocks the stream never stored: the others were applied
+  invalid,           // malformed event (e.g. Stored without blocks): nothing was applied
+};
+
+struct ApplyResult {
+  ApplyStatus status = ApplyStatus::ok;
+  std::string error;  // empty when ok
+
+  bool ok() const { return status == ApplyStatus::ok; }
+  static ApplyResult success() { return {}; }
+};
+
+std::string_view to_string(ApplyStatus status);
+
+struct EdgeTopologyForTest {
+  std::vector<std::uint64_t> edge;  // local hashes
+  std::vector<EdgeTopologyForTest> children;  // sorted by first local hash
+
+  friend bool operator==(const EdgeTopologyForTest&, const EdgeTopologyForTest&) = default;
+};
+
+struct CleanupStats {
+  std::size_t nodes_removed = 0;
+  std::size_t blocks_removed = 0;
+};
+
+class ConcurrentRadixTree {
+ public:
+  ConcurrentRadixTree();
+  ConcurrentRadixTree(const ConcurrentRadixTree&) = delete;
+  ConcurrentRadixTree& operator=(const ConcurrentRadixTree&) = delete;
+  ~ConcurrentRadixTree();
+
+  // Applies one event of `event.stream()`; never throws for bad input.
+  ApplyResult apply_event(DirectLookup& lookup, const RouterEvent& event);
+
+  // Prefix-overlap scores for `query`; safe concurrently with writers.
+  OverlapScores find_matches(std::span<const LocalBlockHash> query, bool early_exit) const;
+
+  // Drops everything `stream` holds, guided by its lookup (cost ~ its blocks), and erases the lookup.
+  void remove_stream(DirectLookup& lookup, WorkerWithDpRank stream);
+  // Drops every rank of `worker_id` by walking the tree from the root through the nodes its ranks hold.
+  void remove_worker_sweep(WorkerId worker_id);
+
+  // The tree as Stored events: for every node, one event per stream holding it (root chains first).
+  std::vector<RouterEvent> dump_events() const;
+
+  std::size_t node_count() const { return node_count_.load(std::memory_order_relaxed); }
+  std::size_t attached_block_count() const { return attached_blocks_.load(std::memory_order_relaxed); }
+  std::vector<std::size_t> node_edge_lengths() const;
+  std::size_t block_count(WorkerWithDpRank stream) const;
+  // (stream, blocks) for every stream that holds at least one block.
+  std::vector<std::pair<WorkerWithDpRank, std::size_t>> stream_block_counts() const;
+
+  // Cleanup trigger: dead blocks >= max(kMinDeadBlocks, live / 8), or kCleanupInterval since the
+  // last run with something dead. Returns true once per scheduled run (the caller must then call
+  // run_cleanup or cancel_scheduled_cleanup).
+  bool try_schedule_cleanup();
+  void cancel_scheduled_cleanup() { cleanup_scheduled_.store(false, std::memory_order_release); }
+  CleanupStats run_cleanup();
+
+  static constexpr std::size_t kMinDeadBlocks = 65'536;
+  static constexpr std::chrono::minutes kCleanupInterval{5};
+
+  // ---- Test-only introspection (names follow the reference's tests) ----
+  const RadixNode& root() const { return *root_; }
+  WorkerSlot slot_for_test(WorkerWithDpRank stream);
+  ApplyResult insert_blocks_from_for_test(DirectLookup& lookup, WorkerWithDpRank stream, const NodeRef& start,
+                                          ExternalSequenceBlockHash parent, std::span<const StoredBlock> blocks);
+  ApplyResult apply_removed_group(DirectLookup& lookup, WorkerWithDpRank stream, NodeRef group_node,
+                                  std::span<const ExternalSequenceBlockHash> hashes, std::uint64_t event_id);
+  std::vector<std::size_t> edge_lengths_for_test() const { return node_edge_lengths(); }
+  std::vector<EdgeTopologyForTest> edge_topology_for_test() const;
+  std::size_t raw_child_edge_count() const;
+  void run_cleanup_for_test() { run_cleanup(); }
+
+ private:
+  using ExclusiveLock = std::unique_lock<std::shared_mutex>;
+
+  struct LockedBlock {
+    NodeRef node;
+    ExclusiveLock lock;
+    std::uint32_t position = 0;  // of the block inside node's edge
+  };
+
+  struct RemovalTarget {
+    NodeRef node;
+    ExternalSequenceBlockHash hash;
+    std::uint32_t depth = 0;
+  };
+
+  WorkerLookup* lookup_for(DirectLookup& lookup, WorkerWithDpRank stream, ApplyResult& failure);
+  ApplyResult apply_stored(WorkerLookup& lookup, WorkerSlot slot, const KvCacheStoreData& data);
+  ApplyResult apply_removed(WorkerLookup& lookup, WorkerSlot slot, std::span<const ExternalSequenceBlockHash> hashes,
+                            const NodeRef& hint);
+  ApplyResult store_after(WorkerLookup& lookup, WorkerSlot slot, const LookupEntry& parent_entry,
+                          ExternalSequenceBlockHash parent, std::span<const StoredBlock> blocks, const NodeRef& start);
+  ApplyResult store_from_root(WorkerLookup& lookup, WorkerSlot slot, std::span<const StoredBlock> blocks);
+  void extend_from(WorkerLookup& lookup, WorkerSlot slot, NodeRef node, ExclusiveLock lock, std::uint32_t offset,
+                   std::span<const StoredBlock> blocks);
+  void split_locked(RadixNode& node, std::uint32_t keep);
+  NodeRef new_child_locked(RadixNode& parent, WorkerSlot slot, std::span<const StoredBlock> blocks);
+
+  std::optional<LockedBlock> locate_held_block(WorkerSlot slot, NodeRef start, ExternalSequenceBlockHash hash,
+                                               std::uint32_t depth) const;
+  void cut_locked(WorkerLookup* lookup, WorkerSlot slot, LockedBlock& at);
+  void drop_from_subtrees(WorkerSlot slot, std::vector<NodeRef> stack);
+  void note_coverage_lost(const RadixNode& node);
+  void drop_stream(WorkerLookup& lookup, WorkerSlot slot);
+  void sweep_slots(const std::vector<WorkerSlot>& slots);
+  void dismantle(NodeRef subtree_root, CleanupStats& stats);
+
+  NodeRef root_;
+  WorkerRegistry registry_;
+  std::atomic<std::size_t> node_count_{0};       // attached nodes, root excluded
+  std::atomic<std::size_t> attached_blocks_{0};  // blocks on attached edges, dead ones included
+  std::atomic<std::size_t> dead_blocks_estimate_{0};
+  std::atomic<bool> cleanup_scheduled_{false};
+  std::atomic<std::int64_t> last_cleanup_ns_{0};
+};
+
+}  // namespace kvidx

@@ -1,0 +1,67 @@
+// WorkerRegistry: gives every (worker, rank) stream a dense WorkerSlot the first time the tree sees
+// it, and keeps that stream's held-block count. Slots are never reused, so a slot read from a
+// node's coverage always names the same stream. Readers map slots back to streams and counts
+// without locking: slot records live in fixed-size chunks that never move once published.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "libindexer/edge_coverage.h"
+#include "libindexer/protocol.h"
+
+namespace kvidx {
+
+class WorkerRegistry {
+ public:
+  WorkerRegistry() = default;
+  WorkerRegistry(const WorkerRegistry&) = delete;
+  WorkerRegistry& operator=(const WorkerRegistry&) = delete;
+  ~WorkerRegistry();
+
+  // The stream's slot, created on first use; nullopt once kMaxSlots streams exist.
+  std::optional<WorkerSlot> slot_for(WorkerWithDpRank stream);
+  std::optional<WorkerSlot> find(WorkerWithDpRank stream) const;
+
+  // NOTE: valid only for slots obtained from this registry (a coverage entry or slot_for).
+  WorkerWithDpRank stream_of(WorkerSlot slot) const { return record(slot).stream; }
+  std::int64_t block_count(WorkerSlot slot) const { return record(slot).blocks.load(std::memory_order_relaxed); }
+  void add_blocks(WorkerSlot slot, std::int64_t delta) {
+    record(slot).blocks.fetch_add(delta, std::memory_order_relaxed);
+  }
+
+  std::uint32_t slot_count() const { return next_slot_.load(std::memory_order_acquire); }
+  std::vector<WorkerSlot> slots_of_worker(WorkerId worker_id) const;
+
+  static constexpr std::uint32_t kChunkBits = 10;
+  static constexpr std::uint32_t kChunkSize = 1u << kChunkBits;
+  static constexpr std::uint32_t kMaxChunks = 4096;
+  static constexpr std::uint32_t kMaxSlots = kChunkSize * kMaxChunks;
+
+ private:
+  struct SlotRecord {
+    WorkerWithDpRank stream;
+    std::atomic<std::int64_t> blocks{0};
+  };
+  struct Chunk {
+    std::array<SlotRecord, kChunkSize> records;
+  };
+
+  SlotRecord& record(WorkerSlot slot) const {
+    return chunks_[slot >> kChunkBits].load(std::memory_order_acquire)->records[slot & (kChunkSize - 1)];
+  }
+
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<WorkerWithDpRank, WorkerSlot, WorkerWithDpRankHasher> slots_;  // guarded by mutex_
+  std::array<std::atomic<Chunk*>, kMaxChunks> chunks_{};  // owned; written under mutex_
+  std::atomic<std::uint32_t> next_slot_{0};
+};
+
+}  // namespace kvidx
