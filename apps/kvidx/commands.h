@@ -14,5 +14,6 @@ void add_capture_command(CLI::App& app, int& exit_code);
 void add_dump_command(CLI::App& app, int& exit_code);
 void add_score_command(CLI::App& app, int& exit_code);
 void add_stats_command(CLI::App& app, int& exit_code);
+void add_publish_command(CLI::App& app, int& exit_code);
 
 }  // namespace kvidx::cli

@@ -27,11 +27,6 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->callback([&exit_code] { not_yet("replay", exit_code); });
 }
 
-void add_capture_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("capture", "Record live KV events from NATS into an event log");
-  cmd->callback([&exit_code] { not_yet("capture", exit_code); });
-}
-
 void add_dump_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("dump", "Dump the index as Stored events (live over NATS or from an event log)");
   cmd->callback([&exit_code] { not_yet("dump", exit_code); });
