@@ -71,6 +71,10 @@ Decoded<ScoreRequest> decode_score_request(std::string_view json, const QueryLim
     const bool has_hashes = root.contains("local_hashes");
     const bool has_tokens = root.contains("token_ids");
     if (has_hashes == has_tokens) fail("", "expected exactly one of local_hashes or token_ids");
+    if (const Json* early = find(root, "early_exit"); early != nullptr && !early->is_null()) {
+      if (!early->is_boolean()) fail("early_exit", fmt::format("expected a boolean, got {}", type_name(*early)));
+      request.early_exit = early->get<bool>();
+    }
     if (has_hashes) {
       const Json& hashes = require_array(root, "local_hashes", "", limits.max_hashes);
       request.local_hashes.reserve(hashes.size());
@@ -97,7 +101,9 @@ Decoded<ScoreRequest> decode_score_request(std::string_view json, const QueryLim
 std::string encode_score_request(const ScoreRequest& request) {
   Json hashes = Json::array();
   for (const auto& h : request.local_hashes) hashes.push_back(h.value);
-  return Json{{"local_hashes", std::move(hashes)}}.dump();
+  Json out{{"local_hashes", std::move(hashes)}};
+  if (request.early_exit) out["early_exit"] = true;
+  return out.dump();
 }
 
 std::string encode_token_score_request(const std::vector<std::uint32_t>& token_ids, std::uint32_t block_size,

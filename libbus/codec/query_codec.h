@@ -31,6 +31,7 @@ struct QueryLimits {
 
 struct ScoreRequest {
   std::vector<LocalBlockHash> local_hashes;
+  bool early_exit = false;  // optional "early_exit": stop at the first depth with a single match
 };
 
 struct WorkerScore {

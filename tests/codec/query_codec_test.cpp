@@ -29,6 +29,16 @@ TEST_CASE("score request with token ids hashes full blocks like the spec vectors
         std::vector<LocalBlockHash>{{16863443419780771464ULL}, {2287610619914608821ULL}});
 }
 
+TEST_CASE("score request early_exit flag is optional and round-trips") {
+  auto decoded = decode_score_request(R"({"local_hashes":[5],"early_exit":true})");
+  REQUIRE(decoded.ok());
+  CHECK(decoded.value().early_exit);
+  auto again = decode_score_request(encode_score_request(decoded.value()));
+  REQUIRE(again.ok());
+  CHECK(again.value().early_exit);
+  CHECK_FALSE(decode_score_request(R"({"local_hashes":[5]})").value().early_exit);
+}
+
 TEST_CASE("score request lora name changes the block seed") {
   std::vector<std::uint32_t> tokens(16, 7);
   auto plain = decode_score_request(encode_token_score_request(tokens, 16));
@@ -53,6 +63,7 @@ TEST_CASE("bad score requests are rejected with the offending field") {
       {R"({"token_ids":[1],"block_size":1,"lora_name":5})", "lora_name"},
       {R"({"local_hashes":[1],"token_ids":[1],"block_size":1})", ""},
       {R"({})", ""},
+      {R"({"local_hashes":[1],"early_exit":1})", "early_exit"},
       {R"([1,2])", ""},
       {R"({"local_hashes":[1])", ""},
   };
