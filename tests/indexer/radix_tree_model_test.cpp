@@ -1,0 +1,261 @@
+// Randomized check of LaneIndexer + ConcurrentRadixTree against a deliberately naive model.
+// Model, per (worker, rank): external hash -> the path of local hashes from the root to that
+// block. A store with an unheld parent is dropped whole; removing a block drops every held block
+// whose path extends it; the score of a query is the longest prefix whose block is held.
+// A small local-hash alphabet makes streams share prefixes, so edges split, grow, die and revive.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "libindexer/hashing.h"
+#include "libindexer/lane_indexer.h"
+#include "tests/support/tree_assertions.h"
+
+using namespace kvidx;
+
+namespace {
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr std::size_t kDefaultOps = 20'000;
+#else
+constexpr std::size_t kDefaultOps = 100'000;
+#endif
+
+std::size_t ops_per_seed() {
+  if (const char* env = std::getenv("KVIDX_MODEL_OPS")) return std::strtoull(env, nullptr, 10);
+  return kDefaultOps;
+}
+
+using Path = std::vector<std::uint64_t>;
+
+ExternalSequenceBlockHash next_external(std::optional<ExternalSequenceBlockHash> parent, std::uint64_t local) {
+  // Same chain as the test builders: a root block's id is its local hash.
+  return parent ? chain_sequence_hash(*parent, LocalBlockHash{local}) : ExternalSequenceBlockHash{local};
+}
+
+class PathModel {
+ public:
+  bool store(WorkerWithDpRank stream, std::optional<ExternalSequenceBlockHash> parent, const KvCacheStoreData& data) {
+    auto& held = streams_[stream];
+    Path path;
+    if (parent) {
+      auto it = held.find(parent->value);
+      if (it == held.end()) return false;
+      path = it->second;
+    }
+    for (const auto& block : data.blocks) {
+      path.push_back(block.tokens_hash.value);
+      held[block.block_hash.value] = path;
+    }
+    return true;
+  }
+
+  void remove(WorkerWithDpRank stream, const std::vector<ExternalSequenceBlockHash>& hashes) {
+    auto& held = streams_[stream];
+    for (const auto hash : hashes) {
+      auto it = held.find(hash.value);
+      if (it == held.end()) continue;
+      const Path cut = it->second;
+      std::erase_if(held, [&](const auto& entry) {
+        const Path& path = entry.second;
+        return path.size() >= cut.size() && std::equal(cut.begin(), cut.end(), path.begin());
+      });
+    }
+  }
+
+  void clear(WorkerWithDpRank stream) { streams_[stream].clear(); }
+
+  std::size_t block_count(WorkerWithDpRank stream) const {
+    auto it = streams_.find(stream);
+    return it == streams_.end() ? 0 : it->second.size();
+  }
+
+  std::uint32_t score(WorkerWithDpRank stream, const Path& query) const {
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) return 0;
+    std::optional<ExternalSequenceBlockHash> ext;
+    std::uint32_t depth = 0;
+    for (const auto local : query) {
+      ext = next_external(ext, local);
+      if (!it->second.contains(ext->value)) break;
+      ++depth;
+    }
+    return depth;
+  }
+
+  // A random held block of the stream, if any.
+  std::optional<std::pair<ExternalSequenceBlockHash, Path>> pick(WorkerWithDpRank stream, std::mt19937_64& rng) const {
+    auto it = streams_.find(stream);
+    if (it == streams_.end() || it->second.empty()) return std::nullopt;
+    auto entry = it->second.begin();
+    std::advance(entry, static_cast<std::ptrdiff_t>(rng() % it->second.size()));
+    return std::pair{ExternalSequenceBlockHash{entry->first}, entry->second};
+  }
+
+ private:
+  std::unordered_map<WorkerWithDpRank, std::unordered_map<std::uint64_t, Path>, WorkerWithDpRankHasher> streams_;
+};
+
+struct Scenario {
+  std::uint64_t seed;
+  std::size_t lanes;
+  WorkerId workers;
+  DpRank ranks;
+  std::uint64_t alphabet;
+};
+
+KvCacheStoreData chain(std::optional<ExternalSequenceBlockHash> parent, const Path& locals) {
+  KvCacheStoreData data;
+  data.parent_hash = parent;
+  std::optional<ExternalSequenceBlockHash> ext = parent;
+  for (const auto local : locals) {
+    ext = next_external(ext, local);
+    data.blocks.push_back(StoredBlock{*ext, LocalBlockHash{local}, std::nullopt});
+  }
+  return data;
+}
+
+void verify(const LaneIndexer& index, const PathModel& model, const Scenario& scenario, std::mt19937_64& rng,
+            std::size_t op) {
+  for (WorkerId w = 0; w < scenario.workers; ++w) {
+    for (DpRank r = 0; r < scenario.ranks; ++r) {
+      const WorkerWithDpRank stream{w, r};
+      INFO("seed " << scenario.seed << " op " << op << " stream " << w << "/" << r);
+      REQUIRE(index.tree().block_count(stream) == model.block_count(stream));
+    }
+  }
+  for (int q = 0; q < 24; ++q) {
+    Path query;
+    // Half the queries follow a held path (then maybe wander off), half are random.
+    const WorkerWithDpRank owner{rng() % scenario.workers, static_cast<DpRank>(rng() % scenario.ranks)};
+    if (auto held = model.pick(owner, rng); held && q % 2 == 0) query = held->second;
+    const std::size_t extra = rng() % 4;
+    for (std::size_t i = 0; i < extra || query.empty(); ++i) query.push_back(1 + rng() % scenario.alphabet);
+
+    std::vector<LocalBlockHash> locals;
+    for (const auto v : query) locals.push_back(LocalBlockHash{v});
+    const OverlapScores scores = index.find_matches(locals);
+    std::size_t expected_streams = 0;
+    for (WorkerId w = 0; w < scenario.workers; ++w) {
+      for (DpRank r = 0; r < scenario.ranks; ++r) {
+        const WorkerWithDpRank stream{w, r};
+        const std::uint32_t want = model.score(stream, query);
+        INFO("seed " << scenario.seed << " op " << op << " stream " << w << "/" << r << " query size "
+                     << query.size() << " scores " << testing::describe(scores));
+        if (want == 0) {
+          REQUIRE_FALSE(scores.scores.contains(stream));
+          continue;
+        }
+        ++expected_streams;
+        REQUIRE(testing::score_of(scores, stream) == std::optional<std::uint32_t>{want});
+        REQUIRE(scores.tree_sizes.at(stream) == model.block_count(stream));
+      }
+    }
+    REQUIRE(scores.scores.size() == expected_streams);
+    if (!scores.frequencies.empty()) REQUIRE(scores.frequencies.front() == expected_streams);
+  }
+}
+
+void run_scenario(const Scenario& scenario) {
+  std::mt19937_64 rng(scenario.seed);
+  LaneIndexer index(scenario.lanes);
+  PathModel model;
+  std::vector<ExternalSequenceBlockHash> retired;  // hashes once stored: removes of stale entries
+  const std::size_t ops = ops_per_seed();
+  auto random_locals = [&](std::size_t max_len) {
+    Path locals(1 + rng() % max_len);
+    for (auto& v : locals) v = 1 + rng() % scenario.alphabet;
+    return locals;
+  };
+
+  std::size_t performed = 0;  // operations actually issued (picks that find nothing are skipped)
+  for (std::uint64_t op = 0; performed < ops; ++op) {
+    const WorkerWithDpRank stream{rng() % scenario.workers, static_cast<DpRank>(rng() % scenario.ranks)};
+    const unsigned roll = static_cast<unsigned>(rng() % 100);
+    RouterEvent event{stream.worker_id, KvCacheEvent{op, KvCacheClearData{}, stream.dp_rank}, std::nullopt};
+    if (roll < 38) {
+      auto parent = model.pick(stream, rng);
+      if (!parent) continue;
+      if (parent->second.size() > 14) continue;  // keep paths short enough to share
+      auto data = chain(parent->first, random_locals(4));
+      model.store(stream, parent->first, data);
+      event.event.data = std::move(data);
+    } else if (roll < 62) {
+      auto data = chain(std::nullopt, random_locals(6));
+      model.store(stream, std::nullopt, data);
+      event.event.data = std::move(data);
+    } else if (roll < 66) {
+      // A parent this stream does not hold (maybe another stream's): the whole store is dropped.
+      const auto parent = next_external(ExternalSequenceBlockHash{rng()}, 1 + rng() % scenario.alphabet);
+      auto data = chain(parent, random_locals(3));
+      REQUIRE_FALSE(model.store(stream, parent, data));
+      event.event.data = std::move(data);
+    } else if (roll < 92) {
+      std::vector<ExternalSequenceBlockHash> hashes;
+      const std::size_t count = 1 + rng() % 3;
+      for (std::size_t i = 0; i < count; ++i) {
+        if (rng() % 5 == 0 && !retired.empty()) {
+          hashes.push_back(retired[rng() % retired.size()]);
+        } else if (auto held = model.pick(stream, rng)) {
+          hashes.push_back(held->first);
+        }
+      }
+      if (hashes.empty()) continue;
+      for (const auto h : hashes) retired.push_back(h);
+      if (retired.size() > 4096) retired.erase(retired.begin(), retired.begin() + 2048);
+      model.remove(stream, hashes);
+      event.event.data = KvCacheRemoveData{std::move(hashes)};
+    } else if (roll < 96) {
+      model.clear(stream);  // event already is Cleared
+    } else if (roll < 98) {
+      REQUIRE(index.remove_worker_dp_rank(stream.worker_id, stream.dp_rank) == IndexerStatus::ok);
+      model.clear(stream);
+      ++performed;
+      continue;
+    } else if (roll < 99) {
+      REQUIRE(index.remove_worker(stream.worker_id) == IndexerStatus::ok);
+      for (DpRank r = 0; r < scenario.ranks; ++r) model.clear({stream.worker_id, r});
+      ++performed;
+      continue;
+    } else {
+      index.tree().run_cleanup();  // concurrently with the lanes
+      ++performed;
+      continue;
+    }
+    REQUIRE(index.enqueue_event(std::move(event)) == IndexerStatus::ok);
+    ++performed;
+
+    if (op % 256 == 255) {
+      REQUIRE(index.flush() == IndexerStatus::ok);
+      verify(index, model, scenario, rng, op);
+    }
+  }
+  REQUIRE(index.flush() == IndexerStatus::ok);
+  verify(index, model, scenario, rng, performed);
+  index.tree().run_cleanup();
+  verify(index, model, scenario, rng, performed);
+
+  // Dropping every stream returns the tree to empty once cleanup runs.
+  for (WorkerId w = 0; w < scenario.workers; ++w) REQUIRE(index.remove_worker(w) == IndexerStatus::ok);
+  index.tree().run_cleanup();
+  CHECK(index.shard_sizes().block_count == 0);
+  CHECK(index.tree().node_count() == 0);
+  CHECK(index.tree().raw_child_edge_count() == 0);
+  CHECK(index.tree().attached_block_count() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("randomized events through lanes match the path model") {
+  const std::vector<Scenario> scenarios{
+      {1, 4, 6, 2, 5}, {2, 3, 4, 3, 3}, {3, 2, 8, 1, 6}, {4, 4, 3, 4, 4}, {5, 1, 5, 2, 8},
+  };
+  for (const auto& scenario : scenarios) {
+    CAPTURE(scenario.seed);
+    run_scenario(scenario);
+  }
+}
