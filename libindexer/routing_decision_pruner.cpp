@@ -80,7 +80,6 @@ RecordedDecision RoutingDecisionPruner::record_locked(WorkerWithDpRank stream, s
     // A tracked hash under another parent means the caller's hashes do not form one chain; stop
     // here rather than link a block under two parents.
     if (it->second.parent != parent) {
-      if (blocks.empty()) streams_.erase(stream);
       result.over_capacity = total_blocks_ > config_.max_tree_size;
       return result;
     }
@@ -89,7 +88,8 @@ RecordedDecision RoutingDecisionPruner::record_locked(WorkerWithDpRank stream, s
     ++result.renewed_blocks;
   }
 
-  KvCacheStoreData store;
+  RouterEvent event = synthetic_event(stream);  // takes an id below, only if it is kept
+  KvCacheStoreData& store = event.event.data.emplace<KvCacheStoreData>();
   store.parent_hash = parent;
   for (std::size_t i = first_new; i < sequence.size(); ++i) {
     const ExternalSequenceBlockHash hash = sequence[i];
@@ -106,8 +106,8 @@ RecordedDecision RoutingDecisionPruner::record_locked(WorkerWithDpRank stream, s
 
   result.new_blocks = store.blocks.size();
   if (!store.blocks.empty()) {
-    result.store = RouterEvent{stream.worker_id, KvCacheEvent{next_event_id_++, std::move(store), stream.dp_rank},
-                               std::nullopt};
+    event.event.event_id = next_event_id_++;
+    result.store = std::move(event);
   }
   if (blocks.empty()) streams_.erase(stream);
   result.over_capacity = total_blocks_ > config_.max_tree_size;
@@ -147,9 +147,9 @@ std::vector<RouterEvent> RoutingDecisionPruner::collect_locked(std::size_t& forg
   std::vector<RouterEvent> events;
   events.reserve(removed.size());
   for (auto& [stream, hashes] : removed) {
-    events.push_back(RouterEvent{
-        stream.worker_id, KvCacheEvent{next_event_id_++, KvCacheRemoveData{std::move(hashes)}, stream.dp_rank},
-        std::nullopt});
+    RouterEvent& event = events.emplace_back(synthetic_event(stream));
+    event.event.event_id = next_event_id_++;
+    event.event.data.emplace<KvCacheRemoveData>().block_hashes = std::move(hashes);
   }
   return events;
 }
@@ -200,15 +200,52 @@ std::size_t RoutingDecisionPruner::remove_stream(WorkerWithDpRank stream) {
   return forget_stream_locked(stream);
 }
 
+std::size_t RoutingDecisionPruner::remove_stream(WorkerWithDpRank stream, const EventSink& sink) {
+  std::lock_guard lock(mutex_);
+  const std::size_t count = forget_stream_locked(stream);
+  // NOTE: under the lock, so the Cleared lands behind every event already produced for the stream.
+  if (count > 0) sink(cleared_event(stream));
+  return count;
+}
+
 std::size_t RoutingDecisionPruner::remove_worker(WorkerId worker) {
   std::lock_guard lock(mutex_);
+  std::size_t count = 0;
+  for (const auto& stream : streams_of(worker)) count += forget_stream_locked(stream);
+  return count;
+}
+
+std::size_t RoutingDecisionPruner::remove_worker(WorkerId worker, const EventSink& sink) {
+  std::lock_guard lock(mutex_);
+  std::size_t count = 0;
+  for (const auto& stream : streams_of(worker)) {
+    count += forget_stream_locked(stream);
+    sink(cleared_event(stream));
+  }
+  return count;
+}
+
+std::vector<WorkerWithDpRank> RoutingDecisionPruner::streams_of(WorkerId worker) const {
   std::vector<WorkerWithDpRank> ranks;
   for (const auto& [stream, blocks] : streams_) {
     if (stream.worker_id == worker) ranks.push_back(stream);
   }
-  std::size_t count = 0;
-  for (const auto& stream : ranks) count += forget_stream_locked(stream);
-  return count;
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+RouterEvent RoutingDecisionPruner::synthetic_event(WorkerWithDpRank stream) {
+  RouterEvent event;
+  event.worker_id = stream.worker_id;
+  event.event.dp_rank = stream.dp_rank;
+  return event;
+}
+
+RouterEvent RoutingDecisionPruner::cleared_event(WorkerWithDpRank stream) {
+  RouterEvent event = synthetic_event(stream);
+  event.event.event_id = next_event_id_++;
+  event.event.data.emplace<KvCacheClearData>();
+  return event;
 }
 
 std::size_t RoutingDecisionPruner::forget_blocks(WorkerWithDpRank stream,

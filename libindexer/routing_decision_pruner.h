@@ -48,14 +48,18 @@ struct RecordedDecision {
 //   stream) naming each forgotten block, descendants before their ancestors, so every named block
 //   is still present in the tree when its name is applied.
 // - Bookkeeping follows tree semantics: forgetting a block forgets the descendants the stream
-//   tracked through it. remove_stream / remove_worker / forget_blocks forget silently (no event):
-//   the caller uses them when the tree already lost those blocks (Cleared, worker gone, a
-//   synthetic Stored that the lane rejected).
-// - Event ids come from one counter shared by both event kinds and are taken under the lock, so
+//   tracked through it. remove_stream / remove_worker / forget_blocks without a sink forget
+//   silently: the caller uses them when the tree already lost those blocks (an engine Cleared, a
+//   synthetic Stored that the lane rejected). With a sink, remove_stream / remove_worker also
+//   produce a Cleared event per stream, so a removal queued behind pending Stored events cannot
+//   leave blocks in the tree that nothing will ever expire.
+// - Event ids come from one counter shared by every event produced and are taken under the lock, so
 //   they increase in the order events are produced, per stream and overall.
 // - Ordering: the events for one stream must reach its lane in the order they were produced.
 //   Callers that produce from several threads use the EventSink overloads, which hand each event
-//   to the sink while the pruner's lock is held (the sink must not call back into the pruner);
+//   to the sink while the pruner's lock is held. The sink must not call back into the pruner, nor
+//   wait on a thread that may itself be waiting for the pruner (e.g. a full lane queue whose
+//   consumer calls forget_blocks);
 //   callers with a single producing thread can use the returned values.
 // - Every method is thread-safe. The clock is only read under the lock and must not go backwards.
 class RoutingDecisionPruner {
@@ -80,6 +84,10 @@ class RoutingDecisionPruner {
   // Forget without events. Each returns the number of blocks forgotten.
   std::size_t remove_stream(WorkerWithDpRank stream);
   std::size_t remove_worker(WorkerId worker);
+  // Same, handing the sink (under the lock) one synthetic Cleared event per stream that tracked
+  // anything, for when the tree should drop the stream through its lane, behind its pending events.
+  std::size_t remove_stream(WorkerWithDpRank stream, const EventSink& sink);
+  std::size_t remove_worker(WorkerId worker, const EventSink& sink);
   std::size_t forget_blocks(WorkerWithDpRank stream, std::span<const ExternalSequenceBlockHash> hashes);
 
   // Earliest expiry among tracked blocks, for a pump that sleeps until then; absent if none.
@@ -118,6 +126,10 @@ class RoutingDecisionPruner {
   std::size_t forget_subtree(WorkerWithDpRank stream, ExternalSequenceBlockHash hash,
                              std::vector<ExternalSequenceBlockHash>* out);
   std::size_t forget_stream_locked(WorkerWithDpRank stream);
+  std::vector<WorkerWithDpRank> streams_of(WorkerId worker) const;  // sorted
+  // An event addressed to `stream`; the caller sets its id (next_event_id_++) and data.
+  static RouterEvent synthetic_event(WorkerWithDpRank stream);
+  RouterEvent cleared_event(WorkerWithDpRank stream);  // takes the next event id
 
   const PruneConfig config_;
   const Clock clock_;

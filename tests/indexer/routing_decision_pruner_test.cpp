@@ -303,6 +303,59 @@ TEST_CASE("decision_pruner_removing_a_stream_or_worker_forgets_everything_it_tra
   CHECK_FALSE(stored(*fresh.store).parent_hash.has_value());
 }
 
+TEST_CASE("decision_pruner_removal_through_the_lane_clears_blocks_still_queued_behind_it") {
+  ManualClock clock;
+  RoutingDecisionPruner pruner(config_with(10s), clock.as_clock());
+  std::vector<RouterEvent> lane_queue;  // not applied yet, as if the lane were busy
+  const auto enqueue = [&lane_queue](RouterEvent&& event) { lane_queue.push_back(std::move(event)); };
+  const Decision d = decision({1, 2});
+  pruner.record_decision(kStreamA, d.locals, d.sequence, enqueue);
+  pruner.record_decision(kStreamB, d.locals, d.sequence, enqueue);
+  pruner.record_decision(kStreamC, d.locals, d.sequence, enqueue);
+
+  CHECK(pruner.remove_worker(1, enqueue) == 4);
+  CHECK(pruner.remove_stream(kStreamB, enqueue) == 0);  // nothing tracked: no event
+  REQUIRE(lane_queue.size() == 5);
+  CHECK(kvidx::kind_of(lane_queue[3].event.data) == kvidx::EventKind::cleared);
+  CHECK(lane_queue[3].stream() == kStreamA);
+  CHECK(lane_queue[4].stream() == kStreamB);
+
+  ReferenceIndex index;
+  for (const auto& event : lane_queue) index.apply(event);
+  CHECK(index.block_count(kStreamA) == 0);
+  CHECK(index.block_count(kStreamB) == 0);
+  CHECK(index.block_count(kStreamC) == 2);
+  CHECK(index.total_blocks() == pruner.tracked_blocks());
+
+  lane_queue.clear();
+  CHECK(pruner.remove_stream(kStreamC, enqueue) == 2);
+  REQUIRE(lane_queue.size() == 1);
+  CHECK(lane_queue[0].event.event_id == 5);
+}
+
+TEST_CASE("decision_pruner_stops_a_chain_at_a_hash_it_tracks_under_another_parent") {
+  ManualClock clock;
+  RoutingDecisionPruner pruner(config_with(10s), clock.as_clock());
+  record(pruner, kStreamA, {1, 2});
+  const auto tracked = external_hashes({}, {1, 2});
+  // Malformed input: a new root block followed by a hash that already sits under block 1.
+  const std::vector<LocalBlockHash> locals = local_hashes({9, 2, 3});
+  const std::vector<ExternalSequenceBlockHash> sequence{ExternalSequenceBlockHash{999}, tracked[1],
+                                                        ExternalSequenceBlockHash{1000}};
+  const auto result = pruner.record_decision(kStreamA, locals, sequence);
+  REQUIRE(result.store.has_value());
+  REQUIRE(stored(*result.store).blocks.size() == 1);
+  CHECK(stored(*result.store).blocks[0].block_hash == ExternalSequenceBlockHash{999});
+  CHECK(pruner.tracked_blocks(kStreamA) == 3);
+
+  // A decision starting at a non-root tracked block records nothing.
+  const std::vector<ExternalSequenceBlockHash> from_middle{tracked[1]};
+  const auto middle = pruner.record_decision(kStreamA, local_hashes({2}), from_middle);
+  CHECK_FALSE(middle.store.has_value());
+  CHECK(middle.renewed_blocks == 0);
+  CHECK(pruner.tracked_blocks(kStreamA) == 3);
+}
+
 TEST_CASE("decision_pruner_rejects_mismatched_lengths_and_ignores_empty_decisions") {
   ManualClock clock;
   RoutingDecisionPruner pruner(config_with(10s), clock.as_clock());
