@@ -56,11 +56,10 @@ struct RecordedDecision {
 // - Event ids come from one counter shared by every event produced and are taken under the lock, so
 //   they increase in the order events are produced, per stream and overall.
 // - Ordering: the events for one stream must reach its lane in the order they were produced.
-//   Callers that produce from several threads use the EventSink overloads, which hand each event
-//   to the sink while the pruner's lock is held. The sink must not call back into the pruner, nor
-//   wait on a thread that may itself be waiting for the pruner (e.g. a full lane queue whose
-//   consumer calls forget_blocks);
-//   callers with a single producing thread can use the returned values.
+//   Callers with a single producing thread can use the returned values. Callers that produce from
+//   several threads use the EventSink overloads, which hand each event to the sink while the
+//   pruner's lock is held. The sink must not call back into the pruner, nor wait on a thread that
+//   may itself be waiting for the pruner (e.g. a full lane queue whose consumer calls forget_blocks).
 // - Every method is thread-safe. The clock is only read under the lock and must not go backwards.
 class RoutingDecisionPruner {
  public:
