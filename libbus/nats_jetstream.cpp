@@ -89,13 +89,13 @@ BusStatus JetStream::delete_stream(std::string_view stream) {
   return {};
 }
 
-BusStatus JetStream::purge(std::string_view stream, std::string_view subject, std::uint64_t below_sequence) {
+BusStatus JetStream::purge(std::string_view stream, std::string_view subject, std::uint64_t keep) {
   const std::string name(stream);
   const std::string subj(subject);
   jsOptions o;
   jsOptions_Init(&o);
   if (!subj.empty()) o.Stream.Purge.Subject = subj.c_str();
-  o.Stream.Purge.Sequence = below_sequence;
+  o.Stream.Purge.Keep = keep;
   jsErrCode code{};
   natsStatus s = js_PurgeStream(js_, name.c_str(), &o, &code);
   if (s != NATS_OK) return js_error(s, code, "purge stream " + name);

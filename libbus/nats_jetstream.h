@@ -75,9 +75,9 @@ class JetStream {
   BusResult<StreamState> ensure_stream(const StreamSpec& spec);
   BusResult<StreamState> stream_state(std::string_view stream);
   BusStatus delete_stream(std::string_view stream);
-  // Removes messages of `subject` (all subjects when empty) with sequence < `below_sequence`
-  // (all when 0).
-  BusStatus purge(std::string_view stream, std::string_view subject, std::uint64_t below_sequence);
+  // Removes messages of `subject` (all subjects when empty), keeping the newest `keep` of them
+  // (none when 0).
+  BusStatus purge(std::string_view stream, std::string_view subject, std::uint64_t keep);
 
   // Returns the existing durable's state, or creates it from `spec`.
   BusResult<ConsumerState> ensure_consumer(std::string_view stream, const ConsumerSpec& spec);

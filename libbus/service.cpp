@@ -1,0 +1,716 @@
+#include "libbus/service.h"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "libbus/codec/query_codec.h"
+#include "libbus/metrics.h"
+#include "libbus/nats_connection.h"
+#include "libbus/nats_jetstream.h"
+#include "libbus/snapshot_store.h"
+#include "libbus/subjects.h"
+#include "libindexer/active_load.h"
+#include "libindexer/lane_indexer.h"
+#include "libindexer/stream_sequencer.h"
+
+namespace kvidx::bus {
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kDumpHeader = "Kvidx-Dump";  // "chunk" or "end"
+
+}  // namespace
+
+struct KvidxService::Impl {
+  explicit Impl(ServiceConfig c)
+      : config(std::move(c)),
+        subjects(config.subject_prefix),
+        indexer(config.lanes == 0 ? 1 : config.lanes),
+        sequencer(StreamSequencerOptions{0, config.clear_on_gap}) {
+    register_metrics();
+  }
+
+  // ---- configuration and parts -------------------------------------------------------------
+  ServiceConfig config;
+  Subjects subjects;
+  LaneIndexer indexer;
+  ActiveLoad load;
+  MetricsRegistry metrics;
+
+  Connection ingest_conn;    // fetch/core subscription, acks, dead letters
+  Connection query_conn;     // responders (send_asap)
+  std::optional<JetStream> js;
+  std::optional<Subscription> pull;
+  std::vector<Subscription> core_subs;
+  std::vector<Subscription> query_subs;
+  std::optional<SnapshotStore> snapshots;
+
+  // ---- dispatch state (guarded by dispatch_mutex) ---------------------------------------------
+  // NOTE: one mutex serialises everything that hands events to lanes (fetch thread, core
+  // callbacks, admin removals, snapshot capture), so the sequencer and the dispatched sequence are
+  // always consistent with what the lanes have been given.
+  std::mutex dispatch_mutex;
+  StreamSequencer sequencer;
+  std::uint64_t dispatched_sequence = 0;
+  std::uint64_t restored_sequence = 0;
+
+  // ---- ack pipeline ---------------------------------------------------------------------------
+  struct AckItem {
+    Message last;  // the batch's last message; AckAll on it acknowledges the whole batch
+    std::uint64_t sequence = 0;
+    std::size_t events = 0;
+  };
+  std::mutex ack_mutex;
+  std::condition_variable ack_cv;       // acker wakes on new items / stop
+  std::condition_variable space_cv;     // fetcher wakes when in-flight drops
+  std::condition_variable acked_cv;     // waiters of wait_for_acked_sequence
+  std::deque<AckItem> ack_queue;
+  std::size_t inflight_events = 0;
+  std::uint64_t acked_sequence = 0;
+  bool stop_fetch = false;
+  bool stop_acker = false;
+
+  std::thread fetch_thread;
+  std::thread ack_thread;
+  std::thread snapshot_thread;
+  std::mutex snapshot_timer_mutex;
+  std::condition_variable snapshot_timer_cv;
+  std::mutex snapshot_write_mutex;  // one snapshot at a time
+  bool started = false;
+  bool stopped = false;
+  std::atomic<bool> healthy{false};
+
+  // ---- metrics --------------------------------------------------------------------------------
+  Counter* messages_total = nullptr;
+  Counter* events_by[3][3] = {};  // [kind][result: applied, duplicate, rejected]
+  Counter* gaps_total = nullptr;
+  Counter* missing_total = nullptr;
+  Counter* resets_total = nullptr;
+  Counter* dead_letters_total = nullptr;
+  Counter* snapshots_total = nullptr;
+  Counter* lifecycle_total = nullptr;
+  Counter* lifecycle_rejected = nullptr;
+  Histogram* query_latency = nullptr;
+  Histogram* admin_latency = nullptr;
+
+  void register_metrics() {
+    const char* kinds[] = {"stored", "removed", "cleared"};
+    const char* results[] = {"applied", "duplicate", "rejected"};
+    for (int k = 0; k < 3; ++k) {
+      for (int r = 0; r < 3; ++r) {
+        events_by[k][r] = &metrics.counter("kvidx_events_total", "Router events by type and result",
+                                           {{"type", kinds[k]}, {"result", results[r]}});
+      }
+    }
+    messages_total = &metrics.counter("kvidx_event_messages_total", "Event messages received from NATS");
+    gaps_total = &metrics.counter("kvidx_event_gaps_total", "event_id gaps seen (per occurrence)");
+    missing_total = &metrics.counter("kvidx_events_missing_total", "Events skipped over by gaps");
+    resets_total = &metrics.counter("kvidx_stream_resets_total", "Publisher restarts (event_id back to 0)");
+    dead_letters_total = &metrics.counter("kvidx_dead_letters_total", "Messages sent to the dead-letter subject");
+    snapshots_total = &metrics.counter("kvidx_snapshots_total", "Snapshots written");
+    lifecycle_total = &metrics.counter("kvidx_request_lifecycle_total", "Request lifecycle messages applied");
+    lifecycle_rejected =
+        &metrics.counter("kvidx_request_lifecycle_rejected_total", "Request lifecycle messages rejected");
+    query_latency = &metrics.histogram("kvidx_query_duration_seconds", "Query handling latency",
+                                       latency_buckets_seconds(), {{"subject", "scores"}});
+    admin_latency = &metrics.histogram("kvidx_query_duration_seconds", "Query handling latency",
+                                       latency_buckets_seconds(), {{"subject", "admin"}});
+    metrics.gauge_callback("kvidx_ingest_inflight_events", "Events handed to lanes and not yet acknowledged", {},
+                           [this] {
+                             std::lock_guard lock(ack_mutex);
+                             return static_cast<double>(inflight_events);
+                           });
+    metrics.gauge_callback("kvidx_lanes", "Lane threads", {}, [this] { return static_cast<double>(indexer.lane_count()); });
+    metrics.gauge_callback("kvidx_tree_blocks", "Blocks held, summed over streams", {},
+                           [this] { return static_cast<double>(indexer.shard_sizes().block_count); });
+    metrics.gauge_callback("kvidx_tree_nodes", "Attached radix tree nodes", {},
+                           [this] { return static_cast<double>(indexer.shard_sizes().node_count); });
+    metrics.gauge_callback("kvidx_tree_workers", "Streams (worker, rank) holding blocks", {},
+                           [this] { return static_cast<double>(indexer.shard_sizes().worker_count); });
+    metrics.gauge_callback("kvidx_acked_sequence", "Last JetStream sequence applied and acknowledged", {}, [this] {
+      std::lock_guard lock(ack_mutex);
+      return static_cast<double>(acked_sequence);
+    });
+    metrics.gauge_callback("kvidx_core_dropped_messages", "Core mode: messages dropped by the client", {}, [this] {
+      std::int64_t dropped = 0;
+      for (const auto& s : core_subs) dropped += s.dropped();
+      return static_cast<double>(dropped);
+    });
+    metrics.gauge_callback("kvidx_up", "1 while ingest is healthy", {}, [this] { return healthy.load() ? 1.0 : 0.0; });
+  }
+
+  // ---- ingest ---------------------------------------------------------------------------------
+
+  void dead_letter(std::string_view subject, std::string_view data, const std::string& reason) {
+    dead_letters_total->inc();
+    spdlog::warn("dead-lettered a message on {}: {}", subject, reason);
+    auto msg = Message::create(subjects.deadletter(), data);
+    if (!msg.ok()) return;
+    msg.value().set_header(kDeadLetterReasonHeader, reason.c_str());
+    msg.value().set_header(kDeadLetterSubjectHeader, std::string(subject).c_str());
+    if (auto s = ingest_conn.publish(msg.value()); !s.ok()) spdlog::warn("dead letter publish failed: {}", s.error().message);
+  }
+
+  // Caller holds dispatch_mutex. Returns the number of events handed to lanes.
+  std::size_t dispatch_message(std::string_view subject, std::string_view data) {
+    messages_total->inc();
+    auto decoded = decode_router_events(data, config.limits);
+    if (!decoded.ok()) {
+      events_by[0][2]->inc();
+      dead_letter(subject, data, "decode: " + decoded.error().message());
+      return 0;
+    }
+    auto& events = decoded.value();
+    // The subject's worker id (kv.events.<id>) must match every event's; other subjects (Dynamo
+    // layout) carry no id and the payload's is used.
+    const std::string events_head = subjects.prefix() + ".events.";
+    if (subject.substr(0, events_head.size()) == events_head) {
+      const auto subject_worker = subjects.worker_from_events_subject(subject);
+      if (!subject_worker) {
+        events_by[0][2]->inc(events.size());
+        dead_letter(subject, data, "subject: no numeric worker id after " + events_head);
+        return 0;
+      }
+      for (const RouterEvent& e : events) {
+        if (e.worker_id != *subject_worker) {
+          events_by[0][2]->inc(events.size());
+          dead_letter(subject, data,
+                      "subject: worker id " + std::to_string(*subject_worker) + " does not match payload worker_id " +
+                          std::to_string(e.worker_id));
+          return 0;
+        }
+      }
+    }
+    std::size_t handed = 0;
+    for (RouterEvent& e : events) {
+      const auto kind = static_cast<std::size_t>(kind_of(e.event.data));
+      const SequenceDecision d = sequencer.observe(e.stream(), e.event.event_id);
+      if (!d.should_apply()) {
+        events_by[kind][1]->inc();
+        continue;
+      }
+      if (d.verdict == SequenceVerdict::gap) {
+        gaps_total->inc();
+        missing_total->inc(d.missing);
+        if (d.first_gap_in_stream) {
+          spdlog::warn("event gap on worker {} rank {}: {} event(s) missing before event_id {} (logged once per stream)",
+                       e.worker_id, e.event.dp_rank, d.missing, e.event.event_id);
+        }
+      } else if (d.verdict == SequenceVerdict::reset) {
+        resets_total->inc();
+        spdlog::info("worker {} rank {} restarted (event_id {}): clearing its blocks", e.worker_id, e.event.dp_rank,
+                     e.event.event_id);
+      }
+      if (d.clear_stream_first) {
+        RouterEvent clear;
+        clear.worker_id = e.worker_id;
+        clear.event.event_id = e.event.event_id;
+        clear.event.dp_rank = e.event.dp_rank;
+        clear.event.data = KvCacheClearData{};
+        indexer.enqueue_event(std::move(clear));
+      }
+      if (indexer.enqueue_event(std::move(e)) != IndexerStatus::ok) {
+        healthy = false;
+        events_by[kind][2]->inc();
+        continue;
+      }
+      events_by[kind][0]->inc();
+      ++handed;
+    }
+    return handed;
+  }
+
+  void fetch_loop() {
+    auto last_error_log = Clock::now() - std::chrono::seconds(10);
+    while (true) {
+      {
+        std::unique_lock lock(ack_mutex);
+        space_cv.wait(lock, [&] { return stop_fetch || inflight_events < config.max_inflight_events; });
+        if (stop_fetch) return;
+      }
+      auto batch = pull->fetch(config.fetch_batch, 250);
+      if (!batch.ok()) {
+        if (Clock::now() - last_error_log > std::chrono::seconds(5)) {
+          spdlog::warn("fetch failed: {}", batch.error().message);
+          last_error_log = Clock::now();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      auto& msgs = batch.value();
+      if (msgs.empty()) continue;
+      std::size_t events = 0;
+      std::uint64_t last_sequence = 0;
+      {
+        std::lock_guard lock(dispatch_mutex);
+        for (Message& msg : msgs) {
+          auto meta = msg.metadata();
+          const std::uint64_t seq = meta.ok() ? meta.value().stream_sequence : 0;
+          if (seq != 0 && seq <= dispatched_sequence) {
+            // NOTE: redelivery of a message already handed to lanes (e.g. ack lost): skip whole.
+            continue;
+          }
+          events += dispatch_message(msg.subject(), msg.data());
+          if (seq != 0) dispatched_sequence = seq;
+          last_sequence = dispatched_sequence;
+        }
+      }
+      {
+        std::lock_guard lock(ack_mutex);
+        ack_queue.push_back(AckItem{std::move(msgs.back()), last_sequence, events + 1});
+        inflight_events += events + 1;
+      }
+      ack_cv.notify_one();
+    }
+  }
+
+  void ack_loop() {
+    while (true) {
+      std::deque<AckItem> items;
+      {
+        std::unique_lock lock(ack_mutex);
+        ack_cv.wait(lock, [&] { return stop_acker || !ack_queue.empty(); });
+        if (ack_queue.empty()) return;  // stop_acker and drained
+        items.swap(ack_queue);
+      }
+      // NOTE: flush is a FIFO barrier over every lane: when it returns, every event dispatched
+      // before these items were queued has been applied, so acknowledging is now safe.
+      if (indexer.flush() != IndexerStatus::ok) {
+        healthy = false;
+        spdlog::error("indexer offline: not acknowledging; messages will be redelivered after a restart");
+        std::lock_guard lock(ack_mutex);
+        for (auto& item : items) inflight_events -= item.events;
+        space_cv.notify_all();
+        continue;
+      }
+      AckItem& newest = items.back();
+      if (auto s = newest.last.ack(); !s.ok()) spdlog::warn("ack failed: {}", s.error().message);
+      std::size_t done = 0;
+      for (auto& item : items) done += item.events;
+      {
+        std::lock_guard lock(ack_mutex);
+        inflight_events -= done;
+        if (newest.sequence > acked_sequence) acked_sequence = newest.sequence;
+      }
+      space_cv.notify_all();
+      acked_cv.notify_all();
+    }
+  }
+
+  // ---- snapshots --------------------------------------------------------------------------------
+
+  BusStatus write_snapshot() {
+    if (!snapshots) return BusError{NATS_ERR, "snapshots need JetStream mode"};
+    std::lock_guard write_lock(snapshot_write_mutex);
+    IndexSnapshot snap;
+    {
+      // NOTE: holding the dispatch mutex while dumping makes the dump, the watermarks and the
+      // sequence one consistent cut: dump_events is a barrier over everything dispatched.
+      std::lock_guard lock(dispatch_mutex);
+      auto events = indexer.dump_events();
+      if (!events) return BusError{NATS_ERR, "indexer offline: no snapshot"};
+      snap.events = std::move(*events);
+      snap.watermarks = sequencer.watermarks();
+      snap.stream_sequence = dispatched_sequence;
+    }
+    auto written = snapshots->write(snap);
+    if (!written.ok()) return written.error();
+    snapshots_total->inc();
+    spdlog::info("snapshot written: {} events, stream sequence {}", snap.events.size(), snap.stream_sequence);
+    return {};
+  }
+
+  void snapshot_loop() {
+    std::unique_lock lock(snapshot_timer_mutex);
+    while (!snapshot_timer_cv.wait_for(lock, config.snapshot_interval, [&] { return stopped; })) {
+      lock.unlock();
+      if (auto s = write_snapshot(); !s.ok()) spdlog::warn("periodic snapshot failed: {}", s.error().message);
+      lock.lock();
+    }
+  }
+
+  BusStatus restore() {
+    auto loaded = snapshots->load_latest();
+    if (!loaded.ok()) return loaded.error();
+    if (!loaded.value()) return {};
+    IndexSnapshot& snap = *loaded.value();
+    std::lock_guard lock(dispatch_mutex);
+    for (RouterEvent& e : snap.events) indexer.enqueue_event(std::move(e));
+    if (indexer.flush() != IndexerStatus::ok) return BusError{NATS_ERR, "indexer offline while restoring"};
+    for (const auto& [stream, id] : snap.watermarks) sequencer.restore(stream, id);
+    dispatched_sequence = snap.stream_sequence;
+    restored_sequence = snap.stream_sequence;
+    {
+      std::lock_guard ack_lock(ack_mutex);
+      acked_sequence = snap.stream_sequence;
+    }
+    spdlog::info("restored snapshot {}: {} streams, stream sequence {}", snap.id, snap.watermarks.size(),
+                 snap.stream_sequence);
+    return {};
+  }
+
+  // ---- queries ----------------------------------------------------------------------------------
+
+  void reply(const Message& request, std::string_view body) {
+    if (request.reply().empty()) return;
+    if (auto s = query_conn.publish(request.reply(), body); !s.ok()) spdlog::debug("reply failed: {}", s.error().message);
+  }
+
+  void on_scores(Message msg) {
+    const auto t0 = Clock::now();
+    auto request = decode_score_request(msg.data());
+    if (!request.ok()) {
+      reply(msg, encode_error_reply({"bad_request", request.error().message()}));
+    } else {
+      const OverlapScores scores = indexer.find_matches(request.value().local_hashes, request.value().early_exit);
+      ScoreReply out = make_score_reply(scores);
+      const StreamLoads loads = load.snapshot();
+      if (!loads.empty()) {
+        std::vector<WorkerBlocks> active;
+        for (const auto& [stream, blocks] : loads) active.push_back(WorkerBlocks{stream, blocks});
+        std::sort(active.begin(), active.end(), [](const auto& a, const auto& b) { return a.worker < b.worker; });
+        out.active_blocks = std::move(active);
+      }
+      reply(msg, encode_score_reply(out));
+    }
+    query_latency->observe(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+
+  Json stats_json() {
+    const ShardSizes sizes = indexer.shard_sizes();
+    const ServiceStats s = snapshot_stats();
+    return Json{{"workers", indexer.get_workers().size()},
+                {"streams", sizes.worker_count},
+                {"blocks", sizes.block_count},
+                {"nodes", sizes.node_count},
+                {"lanes", indexer.lane_count()},
+                {"mode", config.mode == IngestMode::jetstream ? "jetstream" : "core"},
+                {"messages", s.messages},
+                {"events_applied", s.events_applied},
+                {"duplicates", s.duplicates},
+                {"gaps", s.gaps},
+                {"missing_events", s.missing_events},
+                {"resets", s.resets},
+                {"dead_letters", s.dead_letters},
+                {"dispatched_sequence", s.dispatched_sequence},
+                {"acked_sequence", s.acked_sequence},
+                {"restored_sequence", s.restored_sequence},
+                {"snapshots_written", s.snapshots_written},
+                {"active_requests", load.live_requests()}};
+  }
+
+  void on_admin(Message msg) {
+    const auto t0 = Clock::now();
+    const std::string_view subject = msg.subject();
+    try {
+      if (subject == subjects.admin_stats()) {
+        reply(msg, stats_json().dump());
+      } else if (subject == subjects.admin_workers()) {
+        Json streams = Json::array();
+        for (const auto& [stream, blocks] : indexer.tree().stream_block_counts()) {
+          streams.push_back({{"worker_id", stream.worker_id}, {"dp_rank", stream.dp_rank}, {"blocks", blocks}});
+        }
+        reply(msg, Json{{"workers", indexer.get_workers()}, {"streams", std::move(streams)}}.dump());
+      } else if (subject == subjects.admin_remove_worker()) {
+        auto request = decode_remove_worker_request(msg.data());
+        if (!request.ok()) {
+          reply(msg, encode_error_reply({"bad_request", request.error().message()}));
+        } else {
+          const RemoveWorkerRequest& r = request.value();
+          IndexerStatus status;
+          {
+            std::lock_guard lock(dispatch_mutex);
+            if (r.dp_rank) {
+              status = indexer.reset_worker_dp_rank_and_wait(r.worker_id, *r.dp_rank);
+              sequencer.forget({r.worker_id, *r.dp_rank});
+            } else {
+              status = indexer.remove_worker(r.worker_id);
+              sequencer.forget_worker(r.worker_id);
+              load.remove_worker(r.worker_id);
+            }
+          }
+          if (status != IndexerStatus::ok) reply(msg, encode_error_reply({"unavailable", "indexer offline"}));
+          else reply(msg, R"({"ok":true})");
+        }
+      } else if (subject == subjects.admin_dump()) {
+        send_dump(msg);
+      } else {
+        reply(msg, encode_error_reply({"bad_request", "unknown admin subject " + std::string(subject)}));
+      }
+    } catch (const std::exception& e) {
+      reply(msg, encode_error_reply({"internal", e.what()}));
+    }
+    admin_latency->observe(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+
+  // kv.admin.dump protocol: the requester sends a request with a reply inbox and keeps reading that
+  // inbox. kvidx answers with N >= 0 chunk messages (header Kvidx-Dump: chunk; body: JSONL, one
+  // Stored RouterEvent per line, each message under the server's max payload), then one end
+  // marker (header Kvidx-Dump: end; body {"end":true,"events":E,"chunks":N}). An error is a
+  // single {"error":{...}} message with header Kvidx-Dump: end.
+  void send_dump(const Message& request) {
+    if (request.reply().empty()) return;
+    const std::string inbox(request.reply());
+    auto send = [&](std::string_view body, const char* kind) {
+      auto m = Message::create(inbox, body);
+      if (!m.ok()) return;
+      m.value().set_header(kDumpHeader, kind);
+      query_conn.publish(m.value());
+    };
+    auto events = indexer.dump_events();
+    if (!events) {
+      send(encode_error_reply({"unavailable", "indexer offline"}), "end");
+      return;
+    }
+    const std::size_t limit = static_cast<std::size_t>(std::max<std::int64_t>(query_conn.max_payload() - 4096, 4096));
+    std::string body;
+    std::string line;
+    std::size_t chunks = 0;
+    for (const RouterEvent& e : *events) {
+      line.clear();
+      append_router_event(line, e);
+      line += '\n';
+      if (!body.empty() && body.size() + line.size() > limit) {
+        send(body, "chunk");
+        ++chunks;
+        body.clear();
+        // NOTE: pace large dumps so the requester's pending limits are not overrun.
+        if (chunks % 64 == 0) query_conn.flush(2000);
+      }
+      body += line;
+    }
+    if (!body.empty()) {
+      send(body, "chunk");
+      ++chunks;
+    }
+    send(Json{{"end", true}, {"events", events->size()}, {"chunks", chunks}}.dump(), "end");
+  }
+
+  // kv.requests.<worker_id> lifecycle messages (ActiveLoad):
+  //   {"op":"admit","request_id":"r","dp_rank"?:0,"block_hashes":[u64...]}
+  //   {"op":"output","request_id":"r","block_hash":u64}
+  //   {"op":"fraction","request_id":"r","fraction":0.5}
+  //   {"op":"finish","request_id":"r"}
+  void on_request_lifecycle(Message msg) {
+    const auto worker = subjects.worker_from_requests_subject(msg.subject());
+    LoadStatus status = LoadStatus::ok;
+    std::string problem;
+    try {
+      const Json doc = Json::parse(msg.data());
+      const std::string op = doc.at("op").get<std::string>();
+      const std::string id = doc.at("request_id").get<std::string>();
+      if (op == "admit") {
+        if (!worker) throw std::runtime_error("no worker id in subject");
+        std::vector<ExternalSequenceBlockHash> hashes;
+        for (const Json& h : doc.at("block_hashes")) hashes.push_back(ExternalSequenceBlockHash{h.get<std::uint64_t>()});
+        const DpRank rank = doc.contains("dp_rank") ? doc.at("dp_rank").get<DpRank>() : 0;
+        status = load.admit({*worker, rank}, id, hashes).status;
+      } else if (op == "output") {
+        status = load.append_output(id, ExternalSequenceBlockHash{doc.at("block_hash").get<std::uint64_t>()});
+      } else if (op == "fraction") {
+        status = load.set_fraction(id, doc.at("fraction").get<double>());
+      } else if (op == "finish") {
+        status = load.finish(id).status;
+      } else {
+        problem = "unknown op " + op;
+      }
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+    if (problem.empty() && status != LoadStatus::ok) problem = std::string(to_string(status));
+    if (problem.empty()) {
+      lifecycle_total->inc();
+      reply(msg, R"({"ok":true})");
+    } else {
+      lifecycle_rejected->inc();
+      spdlog::debug("request lifecycle message rejected: {}", problem);
+      reply(msg, encode_error_reply({"bad_request", problem}));
+    }
+  }
+
+  ServiceStats snapshot_stats() {
+    ServiceStats s;
+    s.messages = messages_total->value();
+    for (int k = 0; k < 3; ++k) {
+      s.events_applied += events_by[k][0]->value();
+      s.duplicates += events_by[k][1]->value();
+    }
+    s.gaps = gaps_total->value();
+    s.missing_events = missing_total->value();
+    s.resets = resets_total->value();
+    s.dead_letters = dead_letters_total->value();
+    s.snapshots_written = snapshots_total->value();
+    {
+      std::lock_guard lock(ack_mutex);
+      s.acked_sequence = acked_sequence;
+    }
+    {
+      std::lock_guard lock(dispatch_mutex);
+      s.dispatched_sequence = dispatched_sequence;
+      s.restored_sequence = restored_sequence;
+    }
+    for (const auto& sub : core_subs) s.core_dropped += sub.dropped();
+    return s;
+  }
+
+  // ---- lifecycle --------------------------------------------------------------------------------
+
+  BusStatus start() {
+    ConnectionOptions ingest_opts;
+    ingest_opts.url = config.nats_url;
+    ingest_opts.name = "kvidx-ingest-" + config.durable;
+    auto ic = Connection::connect(ingest_opts);
+    if (!ic.ok()) return ic.error();
+    ingest_conn = std::move(ic).value();
+    ConnectionOptions query_opts = ingest_opts;
+    query_opts.name = "kvidx-query-" + config.durable;
+    query_opts.send_asap = true;
+    auto qc = Connection::connect(query_opts);
+    if (!qc.ok()) return qc.error();
+    query_conn = std::move(qc).value();
+
+    if (config.mode == IngestMode::jetstream) {
+      if (auto s = start_jetstream(); !s.ok()) return s;
+    }
+    if (config.serve_queries) {
+      if (auto s = start_queries(); !s.ok()) return s;
+    }
+    if (config.mode == IngestMode::core) {
+      std::vector<std::string> subjects_to_read{subjects.events_wildcard()};
+      subjects_to_read.insert(subjects_to_read.end(), config.extra_subjects.begin(), config.extra_subjects.end());
+      for (const std::string& subject : subjects_to_read) {
+        auto sub = ingest_conn.subscribe(subject, [this](Message msg) {
+          std::lock_guard lock(dispatch_mutex);
+          dispatch_message(msg.subject(), msg.data());
+        });
+        if (!sub.ok()) return sub.error();
+        // NOTE: core mode is best effort, but the client should never be the one dropping.
+        if (auto s = sub.value().set_unlimited_pending(); !s.ok()) return s;
+        core_subs.push_back(std::move(sub).value());
+      }
+      if (auto s = ingest_conn.flush(); !s.ok()) return s;
+    }
+    healthy = true;
+    started = true;
+    spdlog::info("kvidx serving: mode {}, {} lanes, prefix '{}', {}", config.mode == IngestMode::jetstream ? "jetstream" : "core",
+                 indexer.lane_count(), subjects.prefix(), config.nats_url);
+    return {};
+  }
+
+  BusStatus start_jetstream() {
+    auto j = JetStream::create(ingest_conn);
+    if (!j.ok()) return j.error();
+    js.emplace(std::move(j).value());
+    std::vector<std::string> stream_subjects{subjects.events_wildcard()};
+    stream_subjects.insert(stream_subjects.end(), config.extra_subjects.begin(), config.extra_subjects.end());
+    if (auto s = js->ensure_stream({config.stream, stream_subjects, true, 0, 0}); !s.ok()) return s.error();
+    snapshots.emplace(*js, subjects, config.snapshot_stream, config.durable, ingest_conn.max_payload());
+    if (auto s = snapshots->ensure_stream(); !s.ok()) return s;
+    if (config.restore_snapshot) {
+      if (auto s = restore(); !s.ok()) return s;
+    }
+    // NOTE: the durable is re-created at every start so it delivers exactly from what the restored
+    // state covers (snapshot sequence + 1, or the whole stream without a snapshot). Acks within a
+    // run keep redeliveries away; across restarts the snapshot is the source of truth.
+    js->delete_consumer(config.stream, config.durable);
+    ConsumerSpec spec;
+    spec.durable = config.durable;
+    spec.ack_all = true;
+    spec.max_ack_pending = static_cast<std::int64_t>(config.max_inflight_events) + config.fetch_batch;
+    spec.start_sequence = restored_sequence == 0 ? 0 : restored_sequence + 1;
+    if (auto c = js->ensure_consumer(config.stream, spec); !c.ok()) return c.error();
+    auto p = js->pull_subscribe(config.stream, config.durable, {});
+    if (!p.ok()) return p.error();
+    pull.emplace(std::move(p).value());
+    fetch_thread = std::thread([this] { fetch_loop(); });
+    ack_thread = std::thread([this] { ack_loop(); });
+    if (config.snapshot_interval.count() > 0) snapshot_thread = std::thread([this] { snapshot_loop(); });
+    return {};
+  }
+
+  BusStatus start_queries() {
+    auto add = [&](const std::string& subject, void (Impl::*handler)(Message)) -> BusStatus {
+      auto sub = query_conn.queue_subscribe(subject, kQueueGroup, [this, handler](Message m) { (this->*handler)(std::move(m)); });
+      if (!sub.ok()) return sub.error();
+      query_subs.push_back(std::move(sub).value());
+      return {};
+    };
+    if (auto s = add(subjects.query_scores(), &Impl::on_scores); !s.ok()) return s;
+    if (auto s = add(subjects.admin_wildcard(), &Impl::on_admin); !s.ok()) return s;
+    // NOTE: lifecycle messages update shared load state; every replica must see them, so they are
+    // a plain subscription, not the queue group.
+    auto lifecycle = query_conn.subscribe(subjects.requests_wildcard(),
+                                          [this](Message m) { on_request_lifecycle(std::move(m)); });
+    if (!lifecycle.ok()) return lifecycle.error();
+    query_subs.push_back(std::move(lifecycle).value());
+    return query_conn.flush();
+  }
+
+  void stop(bool final_snapshot) {
+    if (stopped) return;
+    {
+      std::lock_guard lock(snapshot_timer_mutex);
+      stopped = true;
+    }
+    snapshot_timer_cv.notify_all();
+    if (snapshot_thread.joinable()) snapshot_thread.join();
+    // 1. stop pulling / receiving
+    {
+      std::lock_guard lock(ack_mutex);
+      stop_fetch = true;
+    }
+    space_cv.notify_all();
+    if (fetch_thread.joinable()) fetch_thread.join();
+    core_subs.clear();
+    // 2. drain lanes and acks
+    {
+      std::lock_guard lock(ack_mutex);
+      stop_acker = true;
+    }
+    ack_cv.notify_all();
+    if (ack_thread.joinable()) ack_thread.join();
+    indexer.flush();
+    if (ingest_conn.valid()) ingest_conn.flush(2000);
+    // 3. final snapshot
+    if (final_snapshot && started && snapshots) {
+      if (auto s = write_snapshot(); !s.ok()) spdlog::warn("final snapshot failed: {}", s.error().message);
+    }
+    query_subs.clear();
+    pull.reset();
+    snapshots.reset();
+    js.reset();
+    healthy = false;
+  }
+};
+
+KvidxService::KvidxService(ServiceConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+
+KvidxService::~KvidxService() {
+  if (impl_) impl_->stop(false);
+}
+
+BusStatus KvidxService::start() { return impl_->start(); }
+void KvidxService::stop(bool final_snapshot) { impl_->stop(final_snapshot); }
+BusStatus KvidxService::snapshot_now() { return impl_->write_snapshot(); }
+
+bool KvidxService::wait_for_acked_sequence(std::uint64_t sequence, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->ack_mutex);
+  return impl_->acked_cv.wait_for(lock, timeout, [&] { return impl_->acked_sequence >= sequence; });
+}
+
+ServiceStats KvidxService::stats() const { return impl_->snapshot_stats(); }
+std::string KvidxService::render_metrics() const { return impl_->metrics.render(); }
+bool KvidxService::healthy() const { return impl_->healthy.load(); }
+LaneIndexer& KvidxService::indexer() { return impl_->indexer; }
+ActiveLoad& KvidxService::active_load() { return impl_->load; }
+
+}  // namespace kvidx::bus

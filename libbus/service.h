@@ -1,0 +1,100 @@
+// KvidxService: the `kvidx serve` runtime. Consumes RouterEvents from NATS into a LaneIndexer,
+// answers queries over request/reply, writes and restores snapshots. nats.c, JSON and Asio stay
+// in the .cpp files (pimpl), so apps and tests include only this.
+//
+// Data path (one event): NATS (JetStream pull fetch thread, or core subscription callback)
+//   -> decode (event_codec) on that thread -> subject/payload worker check (else dead letter)
+//   -> StreamSequencer (duplicate skip / gap count / restart reset) -> LaneIndexer::enqueue_event
+//   -> lane applies -> the acker thread's flush() barrier -> cumulative AckAll of the batch's
+//   last message. So an acknowledged event has always been applied; a crash before the ack only
+//   causes a redelivery, which the sequencer skips as a duplicate.
+// Backpressure (JetStream): at most `max_inflight_events` dispatched-but-unacked events; when
+// reached the fetch thread stops pulling until the acker catches up. Nothing is dropped.
+// Restart: the newest snapshot (tree + watermarks + stream sequence S) is replayed into the lanes
+// before any fetch, and the durable is re-created to deliver from S + 1.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "libbus/codec/event_codec.h"
+#include "libbus/nats_error.h"
+
+namespace kvidx {
+class LaneIndexer;
+class ActiveLoad;
+}  // namespace kvidx
+
+namespace kvidx::bus {
+
+enum class IngestMode : std::uint8_t { jetstream, core };
+
+struct ServiceConfig {
+  std::string nats_url = "nats://127.0.0.1:4222";
+  IngestMode mode = IngestMode::jetstream;
+  std::size_t lanes = 4;
+  std::string subject_prefix = "kv";
+  // Extra event subjects/wildcards (e.g. Dynamo's layout); the worker id comes from the payload.
+  std::vector<std::string> extra_subjects;
+  std::string stream = "KV_EVENTS";
+  std::string durable = "kvidx";  // also names this service's snapshots; one per replica
+  std::string snapshot_stream = "KV_SNAPSHOTS";
+  std::chrono::milliseconds snapshot_interval{30000};  // 0: only on demand and at shutdown
+  bool restore_snapshot = true;
+  int fetch_batch = 1000;
+  std::size_t max_inflight_events = 1u << 17;
+  bool clear_on_gap = false;  // re-sync: clear a stream's blocks when a gap is seen
+  bool serve_queries = true;
+  DecodeLimits limits;
+};
+
+// Counters since start (also exported as Prometheus metrics).
+struct ServiceStats {
+  std::uint64_t messages = 0;          // event messages received
+  std::uint64_t events_applied = 0;    // handed to lanes
+  std::uint64_t duplicates = 0;
+  std::uint64_t gaps = 0;
+  std::uint64_t missing_events = 0;
+  std::uint64_t resets = 0;
+  std::uint64_t dead_letters = 0;
+  std::uint64_t dispatched_sequence = 0;  // JetStream: last stream sequence handed to lanes
+  std::uint64_t acked_sequence = 0;       // JetStream: last stream sequence acknowledged (applied)
+  std::uint64_t snapshots_written = 0;
+  std::uint64_t restored_sequence = 0;    // snapshot sequence restored at start (0: none)
+  std::int64_t core_dropped = 0;          // core mode: messages the client dropped
+};
+
+class KvidxService {
+ public:
+  explicit KvidxService(ServiceConfig config);
+  // Abrupt stop (no final snapshot, like a crash as far as the bus is concerned).
+  ~KvidxService();
+  KvidxService(const KvidxService&) = delete;
+  KvidxService& operator=(const KvidxService&) = delete;
+
+  // Connects, restores the newest snapshot, subscribes and starts ingest and queries.
+  BusStatus start();
+  // Graceful: stop pulling, drain lanes and acks, optional final snapshot, close. Idempotent.
+  void stop(bool final_snapshot = true);
+  // Writes a snapshot now (JetStream mode only).
+  BusStatus snapshot_now();
+  // Blocks until every event message with stream sequence <= `sequence` is applied and acked.
+  bool wait_for_acked_sequence(std::uint64_t sequence, std::chrono::milliseconds timeout);
+
+  ServiceStats stats() const;
+  std::string render_metrics() const;
+  bool healthy() const;
+
+  LaneIndexer& indexer();
+  ActiveLoad& active_load();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvidx::bus

@@ -1,0 +1,55 @@
+// Index snapshots persisted in JetStream (stream default KV_SNAPSHOTS, subjects <prefix>.snapshots.>).
+//
+// Layout for one service name (its durable):
+//   <prefix>.snapshots.<name>.data    chunk messages: JSONL of Stored RouterEvents (dump_events),
+//                                     each under the server's max payload; header Kvidx-Snapshot-Id
+//   <prefix>.snapshots.<name>.commit  one message per complete snapshot, written after its chunks:
+//     {"id":"...","stream_sequence":S,"first_chunk":A,"last_chunk":B,"chunks":N,"events":E,
+//      "watermarks":[[worker_id,dp_rank,last_event_id],...]}
+// A snapshot exists only once its commit is stored, so a crash mid-write leaves the previous one
+// in force. After a commit, older chunks and commits are purged.
+// `stream_sequence` S: every event message of the events stream with sequence <= S is reflected
+// in the snapshot; a restore resumes the consumer at S + 1.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "libbus/nats_connection.h"
+#include "libbus/nats_error.h"
+#include "libbus/nats_jetstream.h"
+#include "libbus/subjects.h"
+#include "libindexer/protocol.h"
+
+namespace kvidx::bus {
+
+struct IndexSnapshot {
+  std::string id;
+  std::uint64_t stream_sequence = 0;
+  std::vector<RouterEvent> events;
+  std::vector<std::pair<WorkerWithDpRank, std::uint64_t>> watermarks;
+};
+
+class SnapshotStore {
+ public:
+  SnapshotStore(JetStream& js, Subjects subjects, std::string stream, std::string name, std::int64_t max_payload);
+
+  BusStatus ensure_stream();
+  // Writes the chunks, then the commit, then purges older snapshots of this name.
+  BusResult<std::uint64_t> write(const IndexSnapshot& snapshot);  // returns the commit's sequence
+  // The newest committed snapshot, nullopt when there is none; an error when one exists but
+  // cannot be read back completely.
+  BusResult<std::optional<IndexSnapshot>> load_latest();
+
+ private:
+  JetStream& js_;
+  Subjects subjects_;
+  std::string stream_;
+  std::string name_;
+  std::int64_t max_payload_;
+};
+
+}  // namespace kvidx::bus

@@ -1,0 +1,409 @@
+// End-to-end tests of KvidxService against a real nats-server: ingest (JetStream and core),
+// request/reply queries, dead letters, snapshots and restart, replicas.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include "libbus/codec/event_codec.h"
+#include "libbus/codec/query_codec.h"
+#include "libbus/nats_connection.h"
+#include "libbus/nats_jetstream.h"
+#include "libbus/service.h"
+#include "libbus/subjects.h"
+#include "libindexer/lane_indexer.h"
+#include "tests/support/event_builders.h"
+#include "tests/support/nats_server.h"
+
+using namespace kvidx;
+using namespace kvidx::bus;
+using kvidx::testing::NatsServer;
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr WorkerId kWorkers = 64;
+constexpr DpRank kRanks = 2;
+
+// A deterministic event history per (worker, rank): stores extending a shared prefix, some
+// removals of earlier tails, ids 0..n-1.
+std::vector<RouterEvent> stream_history(WorkerId w, DpRank r, int n) {
+  std::mt19937_64 rng(w * 131 + r);
+  std::vector<RouterEvent> out;
+  const testing::Hashes shared = {1, 2, 3, 4};
+  std::vector<testing::Hashes> tails;
+  auto stamp = [&](RouterEvent e) {
+    e.worker_id = w;
+    e.event.dp_rank = r;
+    e.event.event_id = out.size();
+    out.push_back(std::move(e));
+  };
+  stamp(testing::make_store_event(w, shared));
+  while (static_cast<int>(out.size()) < n) {
+    if (!tails.empty() && rng() % 4 == 0) {
+      const std::size_t i = rng() % tails.size();
+      stamp(testing::make_remove_event_with_parent(w, shared, tails[i]));
+      tails.erase(tails.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      testing::Hashes tail;
+      const std::uint64_t branch = 100 + rng() % 16;  // branches shared across workers
+      tail.push_back(branch);
+      for (int k = 0; k < 3; ++k) tail.push_back(1000 + rng() % 64);
+      stamp(testing::make_store_event_with_parent(w, shared, tail));
+      tails.push_back(tail);
+    }
+  }
+  return out;
+}
+
+std::map<WorkerWithDpRank, std::vector<RouterEvent>> all_histories(int n) {
+  std::map<WorkerWithDpRank, std::vector<RouterEvent>> out;
+  for (WorkerId w = 1; w <= kWorkers; ++w) {
+    for (DpRank r = 0; r < kRanks; ++r) out[{w, r}] = stream_history(w, r, n);
+  }
+  return out;
+}
+
+// Structure-independent normal form of a dump: every (stream, parent, block, tokens) held.
+using BlockKey = std::tuple<WorkerId, DpRank, std::uint64_t, std::uint64_t, std::uint64_t>;
+std::set<BlockKey> normal_form(const std::vector<RouterEvent>& dump) {
+  std::set<BlockKey> out;
+  for (const RouterEvent& e : dump) {
+    const auto* s = std::get_if<KvCacheStoreData>(&e.event.data);
+    REQUIRE(s != nullptr);
+    std::uint64_t parent = s->parent_hash ? s->parent_hash->value : 0;
+    for (const auto& b : s->blocks) {
+      out.emplace(e.worker_id, e.event.dp_rank, parent, b.block_hash.value, b.tokens_hash.value);
+      parent = b.block_hash.value;
+    }
+  }
+  return out;
+}
+
+std::set<BlockKey> offline_normal_form(const std::map<WorkerWithDpRank, std::vector<RouterEvent>>& histories) {
+  LaneIndexer offline(1);
+  for (const auto& [stream, events] : histories) {
+    for (const auto& e : events) REQUIRE(offline.enqueue_event(e) == IndexerStatus::ok);
+  }
+  auto dump = offline.dump_events();
+  REQUIRE(dump.has_value());
+  return normal_form(*dump);
+}
+
+Connection connect_to(const NatsServer& server) {
+  ConnectionOptions o;
+  o.url = server.url();
+  auto c = Connection::connect(o);
+  REQUIRE_MESSAGE(c.ok(), c.error().message);
+  return std::move(c).value();
+}
+
+// Publishes every stream's history from `threads` threads at once (streams interleaved), some
+// events as 2-event JSON array batches. Returns the number of messages.
+std::size_t publish_concurrently(const NatsServer& server, const std::map<WorkerWithDpRank, std::vector<RouterEvent>>& histories,
+                                 bool jetstream, int threads = 4) {
+  std::vector<const std::pair<const WorkerWithDpRank, std::vector<RouterEvent>>*> streams;
+  for (const auto& entry : histories) streams.push_back(&entry);
+  std::atomic<std::size_t> messages{0};
+  std::vector<std::thread> pool;
+  Subjects subjects;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      Connection conn = connect_to(server);
+      std::optional<JetStream> js;
+      if (jetstream) js.emplace(std::move(JetStream::create(conn)).value());
+      std::vector<std::size_t> pos(streams.size(), 0);
+      bool any = true;
+      while (any) {
+        any = false;
+        for (std::size_t i = static_cast<std::size_t>(t); i < streams.size(); i += static_cast<std::size_t>(threads)) {
+          const auto& [stream, events] = *streams[i];
+          if (pos[i] >= events.size()) continue;
+          any = true;
+          const std::size_t take = (pos[i] % 5 == 1 && pos[i] + 1 < events.size()) ? 2 : 1;
+          const std::string body =
+              take == 2 ? encode_router_events(std::span(events).subspan(pos[i], 2)) : encode_router_event(events[pos[i]]);
+          pos[i] += take;
+          const std::string subject = subjects.events(stream.worker_id);
+          if (jetstream) REQUIRE(js->publish_async(subject, body).ok());
+          else REQUIRE(conn.publish(subject, body).ok());
+          ++messages;
+        }
+      }
+      if (jetstream) REQUIRE(js->publish_async_complete(30000).ok());
+      else REQUIRE(conn.flush().ok());
+    });
+  }
+  for (auto& th : pool) th.join();
+  return messages;
+}
+
+ServiceConfig config_for(const NatsServer& server, std::string durable, IngestMode mode = IngestMode::jetstream) {
+  ServiceConfig c;
+  c.nats_url = server.url();
+  c.mode = mode;
+  c.lanes = 4;
+  c.durable = std::move(durable);
+  c.snapshot_interval = std::chrono::milliseconds(0);
+  c.fetch_batch = 500;
+  return c;
+}
+
+std::uint64_t stream_last_sequence(const NatsServer& server) {
+  Connection conn = connect_to(server);
+  auto js = JetStream::create(conn);
+  REQUIRE(js.ok());
+  auto state = js.value().stream_state("KV_EVENTS");
+  REQUIRE(state.ok());
+  return state.value().last_sequence;
+}
+
+std::set<BlockKey> service_normal_form(KvidxService& service) {
+  auto dump = service.indexer().dump_events();
+  REQUIRE(dump.has_value());
+  return normal_form(*dump);
+}
+
+}  // namespace
+
+TEST_SUITE("integration") {
+
+TEST_CASE("service: 64 workers x 2 ranks published concurrently over jetstream equal an offline sequential apply") {
+  NatsServer server;
+  const auto histories = all_histories(40);
+  KvidxService service(config_for(server, "main"));
+  REQUIRE(service.start().ok());
+  const std::size_t messages = publish_concurrently(server, histories, /*jetstream=*/true);
+  const std::uint64_t last = stream_last_sequence(server);
+  CHECK(last == messages);
+  REQUIRE(service.wait_for_acked_sequence(last, std::chrono::seconds(60)));
+  const auto stats = service.stats();
+  CHECK(stats.events_applied == kWorkers * kRanks * 40);
+  CHECK(stats.gaps == 0);
+  CHECK(stats.dead_letters == 0);
+  CHECK(service_normal_form(service) == offline_normal_form(histories));
+  const std::string metrics = service.render_metrics();
+  CHECK(metrics.find("kvidx_events_total{type=\"stored\",result=\"applied\"}") != std::string::npos);
+  CHECK(metrics.find("kvidx_tree_blocks") != std::string::npos);
+}
+
+TEST_CASE("service: core mode ingest of 64 workers x 2 ranks equals an offline sequential apply") {
+  NatsServer server;
+  const auto histories = all_histories(20);
+  KvidxService service(config_for(server, "core", IngestMode::core));
+  REQUIRE(service.start().ok());
+  publish_concurrently(server, histories, /*jetstream=*/false);
+  const std::uint64_t expected = kWorkers * kRanks * 20;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (service.stats().events_applied < expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(service.stats().events_applied == expected);
+  REQUIRE(service.indexer().flush() == IndexerStatus::ok);
+  CHECK(service.stats().core_dropped == 0);
+  CHECK(service_normal_form(service) == offline_normal_form(histories));
+}
+
+TEST_CASE("service: score queries over request reply match in-process find_matches") {
+  NatsServer server;
+  const auto histories = all_histories(30);
+  KvidxService service(config_for(server, "q"));
+  REQUIRE(service.start().ok());
+  publish_concurrently(server, histories, true);
+  REQUIRE(service.wait_for_acked_sequence(stream_last_sequence(server), std::chrono::seconds(60)));
+  Connection client = connect_to(server);
+  Subjects subjects;
+  std::mt19937_64 rng(7);
+  int nonempty = 0;
+  for (int q = 0; q < 50; ++q) {
+    std::vector<LocalBlockHash> query = {{1}, {2}, {3}, {4}, {100 + rng() % 16}};
+    for (int k = 0; k < 3; ++k) query.push_back({1000 + rng() % 64});
+    auto reply = client.request(subjects.query_scores(), encode_score_request({query, false}), 2000);
+    REQUIRE_MESSAGE(reply.ok(), reply.error().message);
+    auto decoded = decode_score_reply(reply.value().data());
+    REQUIRE_MESSAGE(decoded.ok(), decoded.error().message());
+    const ScoreReply expected = make_score_reply(service.indexer().find_matches(query));
+    CHECK(decoded.value() == expected);
+    if (!expected.scores.empty()) ++nonempty;
+  }
+  CHECK(nonempty == 50);
+  // Bad request: an error reply, not a crash.
+  auto bad = client.request(subjects.query_scores(), R"({"local_hashes":"nope"})", 2000);
+  REQUIRE(bad.ok());
+  const auto error = decode_error_reply(bad.value().data());
+  REQUIRE(error.has_value());
+  CHECK(error->code == "bad_request");
+  // Stats and workers.
+  auto stats = client.request(subjects.admin_stats(), "{}", 2000);
+  REQUIRE(stats.ok());
+  const Json s = Json::parse(stats.value().data());
+  CHECK(s.at("workers") == kWorkers);
+  CHECK(s.at("streams") == kWorkers * kRanks);
+  auto workers = client.request(subjects.admin_workers(), "{}", 2000);
+  REQUIRE(workers.ok());
+  CHECK(Json::parse(workers.value().data()).at("workers").size() == kWorkers);
+  // Remove one rank, then a whole worker.
+  auto removed = client.request(subjects.admin_remove_worker(), encode_remove_worker_request({5, 1}), 5000);
+  REQUIRE(removed.ok());
+  CHECK(Json::parse(removed.value().data()).at("ok") == true);
+  REQUIRE(client.request(subjects.admin_remove_worker(), encode_remove_worker_request({6, std::nullopt}), 5000).ok());
+  for (const auto& key : service_normal_form(service)) {
+    CHECK_FALSE((std::get<0>(key) == 5 && std::get<1>(key) == 1));
+    CHECK(std::get<0>(key) != 6);
+  }
+}
+
+TEST_CASE("service: dump over request reply arrives in chunks with an end marker") {
+  NatsServer server;
+  const auto histories = all_histories(10);
+  KvidxService service(config_for(server, "d"));
+  REQUIRE(service.start().ok());
+  publish_concurrently(server, histories, true);
+  REQUIRE(service.wait_for_acked_sequence(stream_last_sequence(server), std::chrono::seconds(60)));
+  Connection client = connect_to(server);
+  const std::string inbox = client.new_inbox();
+  auto sub = client.subscribe_sync(inbox);
+  REQUIRE(sub.ok());
+  REQUIRE(sub.value().set_unlimited_pending().ok());
+  auto request = Message::create(Subjects().admin_dump(), "{}", inbox);
+  REQUIRE(request.ok());
+  REQUIRE(client.publish(request.value()).ok());
+  std::vector<RouterEvent> events;
+  int chunks = 0;
+  Json end;
+  while (true) {
+    auto msg = sub.value().next(5000);
+    REQUIRE_MESSAGE(msg.ok(), msg.error().message);
+    CHECK(static_cast<std::int64_t>(msg.value().data().size()) <= client.max_payload());
+    if (msg.value().header("Kvidx-Dump") == std::string("end")) {
+      end = Json::parse(msg.value().data());
+      break;
+    }
+    ++chunks;
+    std::string_view rest = msg.value().data();
+    while (!rest.empty()) {
+      const auto nl = rest.find('\n');
+      auto e = decode_router_event(rest.substr(0, nl));
+      REQUIRE(e.ok());
+      events.push_back(std::move(e).value());
+      rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    }
+  }
+  CHECK(end.at("end") == true);
+  CHECK(end.at("chunks") == chunks);
+  CHECK(end.at("events") == events.size());
+  CHECK(normal_form(events) == service_normal_form(service));
+}
+
+TEST_CASE("service: malformed and mismatched messages are dead-lettered, counted and never touch the tree") {
+  NatsServer server;
+  KvidxService service(config_for(server, "dl"));
+  REQUIRE(service.start().ok());
+  Connection conn = connect_to(server);
+  std::mutex mutex;
+  std::vector<std::pair<std::string, std::string>> dead;  // reason, original subject
+  auto sub = conn.subscribe("kv.deadletter", [&](Message m) {
+    std::lock_guard lock(mutex);
+    dead.emplace_back(m.header(kDeadLetterReasonHeader).value_or(""), m.header(kDeadLetterSubjectHeader).value_or(""));
+  });
+  REQUIRE(sub.ok());
+  REQUIRE(conn.flush().ok());
+  auto js = JetStream::create(conn);
+  REQUIRE(js.ok());
+  REQUIRE(js.value().publish("kv.events.3", "{not json").ok());
+  REQUIRE(js.value().publish("kv.events.3", encode_router_event(testing::make_store_event(4, {1, 2}))).ok());
+  REQUIRE(js.value().publish("kv.events.x", encode_router_event(testing::make_store_event(4, {1, 2}))).ok());
+  REQUIRE(js.value().publish("kv.events.3", R"({"worker_id":3,"event":{"event_id":"zero","data":"cleared"}})").ok());
+  auto good = js.value().publish("kv.events.3", encode_router_event(testing::make_store_event(3, {7, 8})));
+  REQUIRE(good.ok());
+  REQUIRE(service.wait_for_acked_sequence(good.value().sequence, std::chrono::seconds(10)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::lock_guard lock(mutex);
+    if (dead.size() == 4) break;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::lock_guard lock(mutex);
+  REQUIRE(dead.size() == 4);
+  CHECK(dead[0].first.find("decode: invalid JSON") == 0);
+  CHECK(dead[0].second == "kv.events.3");
+  CHECK(dead[1].first.find("does not match payload worker_id 4") != std::string::npos);
+  CHECK(dead[2].first.find("subject:") == 0);
+  CHECK(dead[3].first.find("event.event_id") != std::string::npos);
+  CHECK(service.stats().dead_letters == 4);
+  const auto form = service_normal_form(service);
+  REQUIRE(form.size() == 2);
+  for (const auto& key : form) CHECK(std::get<0>(key) == 3);
+  CHECK(service.render_metrics().find("kvidx_dead_letters_total 4") != std::string::npos);
+}
+
+TEST_CASE("service: crash without final snapshot then restart loses nothing and matches a replica that never died") {
+  NatsServer server;
+  const auto histories = all_histories(30);
+  // Split each stream's history in three parts published at different times.
+  std::map<WorkerWithDpRank, std::vector<RouterEvent>> part[3];
+  for (const auto& [stream, events] : histories) {
+    for (std::size_t i = 0; i < events.size(); ++i) part[i * 3 / events.size()][stream].push_back(events[i]);
+  }
+  KvidxService replica(config_for(server, "replica"));
+  REQUIRE(replica.start().ok());
+  {
+    auto victim = std::make_unique<KvidxService>(config_for(server, "victim"));
+    REQUIRE(victim->start().ok());
+    publish_concurrently(server, part[0], true);
+    REQUIRE(victim->wait_for_acked_sequence(stream_last_sequence(server), std::chrono::seconds(60)));
+    REQUIRE(victim->snapshot_now().ok());
+    publish_concurrently(server, part[1], true);
+    REQUIRE(victim->wait_for_acked_sequence(stream_last_sequence(server), std::chrono::seconds(60)));
+    victim.reset();  // abrupt: no final snapshot; part[1] is only in the stream
+  }
+  publish_concurrently(server, part[2], true);  // while the victim is down
+  KvidxService restarted(config_for(server, "victim"));
+  {
+    auto started = restarted.start();
+    REQUIRE_MESSAGE(started.ok(), started.error().message);
+  }
+  CHECK(restarted.stats().restored_sequence > 0);
+  const std::uint64_t last = stream_last_sequence(server);
+  REQUIRE(restarted.wait_for_acked_sequence(last, std::chrono::seconds(60)));
+  REQUIRE(replica.wait_for_acked_sequence(last, std::chrono::seconds(60)));
+  const auto expected = offline_normal_form(histories);
+  CHECK(service_normal_form(restarted) == expected);
+  CHECK(service_normal_form(replica) == expected);
+  // Two replicas on one stream answer identically.
+  for (std::uint64_t branch = 100; branch < 116; ++branch) {
+    const std::vector<LocalBlockHash> query = {{1}, {2}, {3}, {4}, {branch}};
+    CHECK(make_score_reply(restarted.indexer().find_matches(query)) == make_score_reply(replica.indexer().find_matches(query)));
+  }
+}
+
+TEST_CASE("service: graceful stop writes a final snapshot that the next start restores") {
+  NatsServer server;
+  const auto histories = all_histories(10);
+  {
+    KvidxService first(config_for(server, "g"));
+    REQUIRE(first.start().ok());
+    publish_concurrently(server, histories, true);
+    REQUIRE(first.wait_for_acked_sequence(stream_last_sequence(server), std::chrono::seconds(60)));
+    first.stop(true);
+    CHECK(first.stats().snapshots_written == 1);
+  }
+  KvidxService second(config_for(server, "g"));
+  {
+    auto started = second.start();
+    REQUIRE_MESSAGE(started.ok(), started.error().message);
+  }
+  CHECK(second.stats().restored_sequence == stream_last_sequence(server));
+  CHECK(second.stats().messages == 0);  // nothing replayed from the stream
+  CHECK(service_normal_form(second) == offline_normal_form(histories));
+}
+
+}  // TEST_SUITE
