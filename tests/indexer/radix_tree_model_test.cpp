@@ -5,9 +5,11 @@
 // A small local-hash alphabet makes streams share prefixes, so edges split, grow, die and revive.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -172,6 +174,23 @@ void run_scenario(const Scenario& scenario) {
     return locals;
   };
 
+  // A reader races the lanes the whole time: scores must stay within the query, and every scored
+  // stream must report its size.
+  std::atomic<bool> stop_reader{false};
+  std::atomic<std::size_t> bad_reads{0};
+  std::thread reader([&] {
+    std::mt19937_64 reader_rng(scenario.seed * 7919);
+    std::vector<LocalBlockHash> query;
+    while (!stop_reader.load(std::memory_order_relaxed)) {
+      query.assign(1 + reader_rng() % 10, LocalBlockHash{});
+      for (auto& local : query) local.value = 1 + reader_rng() % scenario.alphabet;
+      const OverlapScores scores = index.find_matches(query);
+      for (const auto& [stream, score] : scores.scores) {
+        if (score == 0 || score > query.size() || !scores.tree_sizes.contains(stream)) bad_reads.fetch_add(1);
+      }
+    }
+  });
+
   std::size_t performed = 0;  // operations actually issued (picks that find nothing are skipped)
   for (std::uint64_t op = 0; performed < ops; ++op) {
     const WorkerWithDpRank stream{rng() % scenario.workers, static_cast<DpRank>(rng() % scenario.ranks)};
@@ -234,6 +253,9 @@ void run_scenario(const Scenario& scenario) {
       verify(index, model, scenario, rng, op);
     }
   }
+  stop_reader.store(true);
+  reader.join();
+  CHECK(bad_reads.load() == 0);
   REQUIRE(index.flush() == IndexerStatus::ok);
   verify(index, model, scenario, rng, performed);
   index.tree().run_cleanup();

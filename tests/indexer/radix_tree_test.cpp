@@ -545,3 +545,72 @@ TEST_CASE("remove_after_split_and_children_clear_scrubs_lookup") {
   CHECK(index.block_count(w1) == 0);
   CHECK(index.block_count(w2) == 0);
 }
+
+// ---- kvidx: beyond the reference's tests ----
+
+TEST_CASE("ten thousand streams share one edge, split it and drain back to an empty tree") {
+  ConcurrentRadixTree index;
+  DirectLookup lookup;
+  constexpr WorkerId kWorkers = 5'000;
+  for (WorkerId w = 0; w < kWorkers; ++w) {
+    for (DpRank r = 0; r < 2; ++r) apply_direct(index, lookup, make_store_event_with_dp_rank(w, {1, 2, 3, 4}, r));
+  }
+  CHECK(index.raw_child_edge_count() == 1);
+  // One stream diverges in the middle of the shared edge: all 10,000 holders move with the split.
+  apply_direct(index, lookup, make_store_event_with_parent(17, {1, 2}, {9}));
+  assert_edge_lengths(index, {1, 2, 2});
+
+  const auto scores = index.find_matches(local_hashes({1, 2, 3, 4}), false);
+  REQUIRE(scores.scores.size() == 2 * kWorkers);
+  for (const auto& [stream, score] : scores.scores) CHECK(score == 4);
+  REQUIRE(scores.frequencies.size() == 4);
+  CHECK(scores.frequencies[3] == 2 * kWorkers);
+  assert_direct_score(index, {1, 2, 9}, worker(17), 3);
+  assert_direct_score(index, {1, 2, 9}, worker(18), 2);
+
+  for (WorkerId w = 0; w < kWorkers; ++w) index.remove_worker_sweep(w);
+  CHECK(index.find_matches(local_hashes({1, 2, 3, 4}), false).scores.empty());
+  index.run_cleanup_for_test();
+  CHECK(index.raw_child_edge_count() == 0);
+  CHECK(index.node_count() == 0);
+}
+
+TEST_CASE("early exit stops once a single stream still matches") {
+  ConcurrentRadixTree index;
+  DirectLookup lookup;
+  apply_direct(index, lookup, make_store_event(1, {1, 2}));
+  apply_direct(index, lookup, make_store_event(2, {1, 2, 3, 4}));
+  apply_direct(index, lookup, make_store_event_with_parent(2, {1, 2, 3, 4}, {5}));
+  apply_direct(index, lookup, make_store_event(3, {1, 2, 3, 4, 6}));
+
+  const auto full = index.find_matches(local_hashes({1, 2, 3, 4, 5}), false);
+  CHECK(score_of(full, worker(2)) == std::optional<std::uint32_t>{5});
+  CHECK(full.frequencies == std::vector<std::size_t>{3, 3, 2, 2, 1});
+  CHECK(full.tree_sizes.at(worker(2)) == 5);
+
+  const auto early = index.find_matches(local_hashes({1, 2, 3, 4, 5}), true);
+  CHECK(score_of(early, worker(1)) == std::optional<std::uint32_t>{2});
+  CHECK(score_of(early, worker(3)) == std::optional<std::uint32_t>{4});
+  CHECK(score_of(early, worker(2)).value_or(0) <= 5);
+}
+
+TEST_CASE("bad input is reported as a value and changes nothing") {
+  ConcurrentRadixTree index;
+  DirectLookup lookup;
+  apply_direct(index, lookup, make_store_event(1, {1, 2}));
+
+  const auto orphan = index.apply_event(lookup, make_store_event_with_parent(1, {7, 8}, {3}));
+  CHECK(orphan.status == ApplyStatus::parent_not_found);
+  CHECK_FALSE(orphan.error.empty());
+
+  RouterEvent empty_store = make_store_event(1, {1});
+  std::get<KvCacheStoreData>(empty_store.event.data).blocks.clear();
+  CHECK(index.apply_event(lookup, empty_store).status == ApplyStatus::invalid);
+
+  const auto unknown = index.apply_event(lookup, remove_event(1, 5, 0, {ExternalSequenceBlockHash{123456}}));
+  CHECK(unknown.status == ApplyStatus::block_not_found);
+
+  CHECK(index.block_count(worker(1)) == 2);
+  assert_direct_score(index, {1, 2, 3}, worker(1), 2);
+  CHECK(index.raw_child_edge_count() == 1);
+}
