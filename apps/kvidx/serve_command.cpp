@@ -1,0 +1,167 @@
+// kvidx serve: the NATS ingestion service (libbus/service.h) plus HTTP /metrics and /healthz.
+// Flags may also come from a config file: `kvidx serve --config kvidx.toml` (CLI11 TOML/INI,
+// keys named like the long flags, e.g. `nats = "nats://..."`, `lanes = 8`, `subject = ["a.>"]`).
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/kvidx/commands.h"
+#include "apps/kvidx/exit_codes.h"
+#include "apps/kvidx/interrupt.h"
+#include "libbus/http_server.h"
+#include "libbus/service.h"
+#include "libbus/subjects.h"
+
+namespace kvidx::cli {
+namespace {
+
+struct ServeFlags {
+  std::string nats = "nats://127.0.0.1:4222";
+  std::string mode = "jetstream";
+  std::size_t lanes = 4;
+  std::string subject_prefix = "kv";
+  std::vector<std::string> subjects;
+  std::string metrics = "127.0.0.1:9464";
+  std::string snapshot_interval = "30s";
+  std::string durable = "kvidx";
+  std::string stream = "KV_EVENTS";
+  std::string snapshot_stream = "KV_SNAPSHOTS";
+  int fetch_batch = 1000;
+  std::size_t max_inflight = 1u << 17;
+  bool clear_on_gap = false;
+  bool no_restore = false;
+};
+
+// "30s", "500ms", "2m", "0" -> milliseconds; nullopt when malformed.
+std::optional<std::chrono::milliseconds> parse_duration(const std::string& text) {
+  std::size_t pos = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &pos);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (value < 0) return std::nullopt;
+  const std::string unit = text.substr(pos);
+  if (unit == "ms") return std::chrono::milliseconds(value);
+  if (unit == "s" || (unit.empty() && value == 0)) return std::chrono::milliseconds(value * 1000);
+  if (unit == "m") return std::chrono::milliseconds(value * 60'000);
+  if (unit == "h") return std::chrono::milliseconds(value * 3'600'000);
+  return std::nullopt;
+}
+
+int run_serve(const ServeFlags& flags) {
+  bus::ServiceConfig config;
+  config.nats_url = flags.nats;
+  if (flags.mode == "jetstream") config.mode = bus::IngestMode::jetstream;
+  else if (flags.mode == "core") config.mode = bus::IngestMode::core;
+  else {
+    std::fprintf(stderr, "kvidx: error: --mode must be jetstream or core, got '%s'\n", flags.mode.c_str());
+    return kExitUsage;
+  }
+  const auto interval = parse_duration(flags.snapshot_interval);
+  if (!interval) {
+    std::fprintf(stderr, "kvidx: error: bad --snapshot-interval '%s' (e.g. 30s, 500ms, 0)\n",
+                 flags.snapshot_interval.c_str());
+    return kExitUsage;
+  }
+  for (const auto& subject : flags.subjects) {
+    if (!bus::is_valid_subject(subject)) {
+      std::fprintf(stderr, "kvidx: error: bad --subject '%s'\n", subject.c_str());
+      return kExitUsage;
+    }
+  }
+  if (flags.durable.find('.') != std::string::npos || flags.durable.empty()) {
+    std::fprintf(stderr, "kvidx: error: --durable must be non-empty and contain no '.'\n");
+    return kExitUsage;
+  }
+  config.lanes = flags.lanes;
+  config.subject_prefix = flags.subject_prefix;
+  config.extra_subjects = flags.subjects;
+  config.stream = flags.stream;
+  config.durable = flags.durable;
+  config.snapshot_stream = flags.snapshot_stream;
+  config.snapshot_interval = *interval;
+  config.fetch_batch = flags.fetch_batch;
+  config.max_inflight_events = flags.max_inflight;
+  config.clear_on_gap = flags.clear_on_gap;
+  config.restore_snapshot = !flags.no_restore;
+
+  install_interrupt_handlers();
+  bus::KvidxService service(config);
+
+  std::unique_ptr<bus::HttpServer> http;
+  if (!flags.metrics.empty() && flags.metrics != "off") {
+    std::string host;
+    std::uint16_t port = 0;
+    if (!bus::parse_host_port(flags.metrics, host, port)) {
+      std::fprintf(stderr, "kvidx: error: bad --metrics '%s' (expected HOST:PORT or off)\n", flags.metrics.c_str());
+      return kExitUsage;
+    }
+    http = std::make_unique<bus::HttpServer>([&service](std::string_view, std::string_view target) {
+      const std::string_view path = target.substr(0, target.find('?'));
+      if (path == "/metrics") {
+        return bus::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", service.render_metrics()};
+      }
+      if (path == "/healthz") {
+        return service.healthy() ? bus::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}
+                                 : bus::HttpResponse{503, "text/plain; charset=utf-8", "unhealthy\n"};
+      }
+      return bus::HttpResponse{404, "text/plain; charset=utf-8", "not found\n"};
+    });
+    std::string error;
+    if (!http->start(host, port, error)) {
+      std::fprintf(stderr, "kvidx: error: cannot serve metrics on %s: %s\n", flags.metrics.c_str(), error.c_str());
+      return kExitFailure;
+    }
+    spdlog::info("metrics on http://{}:{}/metrics", host, http->port());
+  }
+
+  if (auto started = service.start(); !started.ok()) {
+    std::fprintf(stderr, "kvidx: error: %s\n", started.error().message.c_str());
+    return started.error().status == NATS_NO_SERVER ? kExitUnreachable : kExitFailure;
+  }
+  while (!interrupted().load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  spdlog::info("shutting down: stop pulling, drain lanes, final snapshot");
+  service.stop(/*final_snapshot=*/true);
+  if (http) http->stop();
+  const auto stats = service.stats();
+  spdlog::info("stopped: {} messages, {} events applied, {} duplicates, {} gaps, {} dead letters", stats.messages,
+               stats.events_applied, stats.duplicates, stats.gaps, stats.dead_letters);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<ServeFlags>();
+  auto* cmd = app.add_subcommand("serve", "Consume KV events from NATS, keep the index, answer score queries");
+  cmd->set_config("--config", "", "Read serve flags from a TOML/INI file");
+  cmd->add_option("--nats", flags->nats, "NATS server URL")->capture_default_str();
+  cmd->add_option("--mode", flags->mode, "jetstream (durable, acked after apply) or core (best effort)")
+      ->capture_default_str();
+  cmd->add_option("--lanes", flags->lanes, "Lane threads applying events")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--subject-prefix", flags->subject_prefix, "Prefix of every kvidx subject")->capture_default_str();
+  cmd->add_option("--subject", flags->subjects,
+                  "Extra event subject or wildcard (repeatable), e.g. a Dynamo kv-events subject; worker id from the payload");
+  cmd->add_option("--metrics", flags->metrics, "HOST:PORT for HTTP /metrics and /healthz, or off")->capture_default_str();
+  cmd->add_option("--snapshot-interval", flags->snapshot_interval, "Periodic snapshot interval (30s, 500ms, 0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--durable", flags->durable, "JetStream durable consumer name; also names the snapshots")
+      ->capture_default_str();
+  cmd->add_option("--stream", flags->stream, "JetStream events stream")->capture_default_str();
+  cmd->add_option("--snapshot-stream", flags->snapshot_stream, "JetStream stream holding snapshots")->capture_default_str();
+  cmd->add_option("--fetch-batch", flags->fetch_batch, "Messages per JetStream fetch")->capture_default_str()->check(CLI::Range(1, 100000));
+  cmd->add_option("--max-inflight", flags->max_inflight, "Events dispatched but not yet acked before pulling pauses")
+      ->capture_default_str();
+  cmd->add_flag("--clear-on-gap", flags->clear_on_gap, "On an event_id gap, clear that stream's blocks (re-sync)");
+  cmd->add_flag("--no-restore", flags->no_restore, "Ignore saved snapshots and replay the whole stream");
+  cmd->callback([flags, &exit_code] { exit_code = run_serve(*flags); });
+}
+
+}  // namespace kvidx::cli
