@@ -201,6 +201,8 @@ void LaneIndexer::run_task(Lane& lane, LaneTask& task) {
   switch (task.kind) {
     case TaskKind::event: {
       const ApplyResult result = tree_.apply_event(lane.lookup, task.event);
+      applied_[static_cast<std::size_t>(kind_of(task.event.event.data))][static_cast<std::size_t>(result.status)]
+          .fetch_add(1, std::memory_order_relaxed);
       if (!result.ok()) {
         spdlog::debug("lane {}: event {} not applied: {} {}", lane.id, task.event.event.event_id,
                       to_string(result.status), result.error);
@@ -229,6 +231,39 @@ void LaneIndexer::fail_lane(Lane& lane, const char* what) {
   std::call_once(failure_logged_, [&] {
     spdlog::error("indexer lane {} failed and stopped applying events; the indexer is offline: {}", lane.id, what);
   });
+}
+
+}  // namespace kvidx
+
+namespace kvidx {
+
+std::uint64_t LaneIndexerMetrics::applied_total() const {
+  std::uint64_t total = 0;
+  for (const auto& by_status : applied) {
+    for (auto count : by_status) total += count;
+  }
+  return total;
+}
+
+std::uint64_t LaneIndexerMetrics::applied_with(ApplyStatus status) const {
+  std::uint64_t total = 0;
+  for (const auto& by_status : applied) total += by_status[static_cast<std::size_t>(status)];
+  return total;
+}
+
+LaneIndexerMetrics LaneIndexer::metrics() const {
+  LaneIndexerMetrics out;
+  for (std::size_t kind = 0; kind < LaneIndexerMetrics::kKinds; ++kind) {
+    for (std::size_t status = 0; status < LaneIndexerMetrics::kStatuses; ++status) {
+      out.applied[kind][status] = applied_[kind][status].load(std::memory_order_relaxed);
+    }
+  }
+  out.lane_queue_depths.reserve(lanes_.size());
+  for (const auto& lane : lanes_) {
+    std::lock_guard lock(lane->mutex);
+    out.lane_queue_depths.push_back(lane->queue.size());
+  }
+  return out;
 }
 
 }  // namespace kvidx

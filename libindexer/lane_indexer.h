@@ -15,6 +15,7 @@
 //   queue, completing barriers (as failed) so callers never hang. Enqueue then reports offline.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -43,6 +44,18 @@ struct ShardSizes {
   std::size_t worker_count = 0;  // streams holding at least one block
   std::size_t block_count = 0;   // blocks held, summed over streams
   std::size_t node_count = 0;    // attached tree nodes
+};
+
+// Counters of applied events, read without stopping the lanes (each value is exact, the set is
+// not a snapshot taken at one instant).
+struct LaneIndexerMetrics {
+  static constexpr std::size_t kKinds = 3;     // EventKind
+  static constexpr std::size_t kStatuses = 4;  // ApplyStatus
+  std::array<std::array<std::uint64_t, kStatuses>, kKinds> applied{};  // [EventKind][ApplyStatus]
+  std::vector<std::size_t> lane_queue_depths;                          // tasks waiting per lane
+
+  std::uint64_t applied_total() const;
+  std::uint64_t applied_with(ApplyStatus status) const;
 };
 
 class LaneIndexer {
@@ -76,6 +89,9 @@ class LaneIndexer {
   OverlapScores find_matches(std::span<const LocalBlockHash> query, bool early_exit = false) const {
     return tree_.find_matches(query, early_exit);
   }
+
+  // Events applied so far by kind and result, and the current queue depth of every lane.
+  LaneIndexerMetrics metrics() const;
 
   std::optional<LaneId> assigned_lane(WorkerWithDpRank stream) const;
   std::size_t lane_count() const { return lanes_.size(); }
@@ -140,6 +156,10 @@ class LaneIndexer {
   mutable std::shared_mutex assignment_mutex_;
   std::unordered_map<WorkerWithDpRank, LaneId, WorkerWithDpRankHasher> assignments_;  // guarded
   std::size_t next_assignment_ = 0;                                                    // guarded
+
+  // NOTE: relaxed increments by the lane threads; readers only need each counter to be exact.
+  std::array<std::array<std::atomic<std::uint64_t>, LaneIndexerMetrics::kStatuses>, LaneIndexerMetrics::kKinds>
+      applied_{};
 
   std::atomic<bool> offline_{false};
   std::once_flag failure_logged_;

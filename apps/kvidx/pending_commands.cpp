@@ -17,11 +17,6 @@ void not_yet(const char* name, int& exit_code) {
 
 }  // namespace
 
-void add_replay_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("replay", "Apply a captured event log offline and answer queries from a file");
-  cmd->callback([&exit_code] { not_yet("replay", exit_code); });
-}
-
 void add_dump_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("dump", "Dump the index as Stored events (live over NATS or from an event log)");
   cmd->callback([&exit_code] { not_yet("dump", exit_code); });

@@ -1,0 +1,43 @@
+#include "apps/kvidx/offline_index.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <unistd.h>
+
+#include "apps/kvidx/exit_codes.h"
+
+namespace kvidx::cli {
+
+void add_offline_flags(CLI::App& cmd, OfflineFlags& flags, bool events_required) {
+  auto* events = cmd.add_option("--events", flags.events, "Event log to apply (JSON Lines, .gz ok, '-' for stdin)");
+  if (events_required) events->required();
+  cmd.add_option("--lanes", flags.lanes, "Writer lanes (threads) applying events")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd.add_flag("--strict", flags.strict, "Stop at the first bad line with file:line: reason");
+  cmd.add_flag("--fail-on-bad", flags.fail_on_bad, "Exit 3 if any line was bad");
+}
+
+OfflineIndex build_offline_index(const OfflineFlags& flags, const char* command) {
+  OfflineIndex out;
+  out.indexer = std::make_unique<LaneIndexer>(flags.lanes);
+  ReplayOptions options;
+  options.events_path = flags.events;
+  options.lanes = flags.lanes;
+  options.bad_lines = flags.strict ? BadLinePolicy::stop : BadLinePolicy::skip;
+  options.progress = !flags.quiet && isatty(STDERR_FILENO) != 0;
+  out.summary = replay_event_log(*out.indexer, options);
+  // A log that could not be opened has nothing to summarise: the one-line error says it all.
+  const bool nothing_read = !out.summary.ok() && out.summary.read.lines == 0;
+  if (!flags.quiet && !nothing_read) std::fputs(format_replay_summary(out.summary).c_str(), stderr);
+  if (!out.summary.ok()) {
+    std::fprintf(stderr, "kvidx %s: %s\n", command, out.summary.error.c_str());
+    out.exit_code = flags.strict && out.summary.read.bad_lines > 0 ? kExitBadInput : kExitFailure;
+  } else if (flags.fail_on_bad && out.summary.read.bad_lines > 0) {
+    out.exit_code = kExitBadInput;
+  }
+  return out;
+}
+
+}  // namespace kvidx::cli

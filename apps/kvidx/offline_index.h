@@ -1,0 +1,36 @@
+// Shared by replay, dump --events and stats --events: build the index from an event log,
+// print the summary on stderr and decide the exit code for bad lines.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "libindexer/lane_indexer.h"
+#include "replay/offline_replay.h"
+
+namespace CLI {
+class App;
+}
+
+namespace kvidx::cli {
+
+struct OfflineFlags {
+  std::string events;
+  std::size_t lanes = 2;
+  bool strict = false;
+  bool fail_on_bad = false;
+  bool quiet = false;
+};
+
+// Adds --events (required unless `events_optional`), --lanes, --strict, --fail-on-bad.
+void add_offline_flags(CLI::App& cmd, OfflineFlags& flags, bool events_required);
+
+struct OfflineIndex {
+  std::unique_ptr<LaneIndexer> indexer;
+  ReplaySummary summary;
+  int exit_code = 0;  // non-zero: stop and return it (error already printed)
+};
+
+OfflineIndex build_offline_index(const OfflineFlags& flags, const char* command);
+
+}  // namespace kvidx::cli
