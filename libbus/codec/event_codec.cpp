@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "libbus/codec/fast_event_parser.h"
 #include "libbus/codec/json_reader.h"
 
 namespace kvidx {
@@ -132,13 +133,31 @@ void append_json_string(std::string& out, std::string_view text) { out += Json(t
 }  // namespace
 
 Decoded<RouterEvent> decode_router_event(std::string_view json, const DecodeLimits& limits) {
+  RouterEvent event;
+  if (fast_codec::try_decode_router_event(json, limits, event)) return event;
+  return decode_router_event_dom(json, limits);
+}
+
+Decoded<std::vector<RouterEvent>> decode_router_events(std::string_view json, const DecodeLimits& limits) {
+  std::vector<RouterEvent> events;
+  if (fast_codec::try_decode_router_events(json, limits, events)) return events;
+  return decode_router_events_dom(json, limits);
+}
+
+Decoded<EventLogLine> decode_event_log_line(std::string_view line, const DecodeLimits& limits) {
+  EventLogLine out;
+  if (fast_codec::try_decode_event_log_line(line, limits, out)) return out;
+  return decode_event_log_line_dom(line, limits);
+}
+
+Decoded<RouterEvent> decode_router_event_dom(std::string_view json, const DecodeLimits& limits) {
   return guarded([&] {
     const Json root = parse_document(json, limits.max_message_bytes, limits.max_nesting_depth);
     return read_router_event(root, "", limits);
   });
 }
 
-Decoded<std::vector<RouterEvent>> decode_router_events(std::string_view json, const DecodeLimits& limits) {
+Decoded<std::vector<RouterEvent>> decode_router_events_dom(std::string_view json, const DecodeLimits& limits) {
   return guarded([&] {
     const Json root = parse_document(json, limits.max_message_bytes, limits.max_nesting_depth);
     std::vector<RouterEvent> events;
@@ -220,7 +239,7 @@ std::string encode_router_events(std::span<const RouterEvent> events) {
   return out;
 }
 
-Decoded<EventLogLine> decode_event_log_line(std::string_view line, const DecodeLimits& limits) {
+Decoded<EventLogLine> decode_event_log_line_dom(std::string_view line, const DecodeLimits& limits) {
   return guarded([&] {
     const Json root = parse_document(line, limits.max_message_bytes, limits.max_nesting_depth);
     require_object(root, "");

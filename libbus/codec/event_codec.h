@@ -39,6 +39,13 @@ struct EventLogLine {
   RouterEvent event;
 };
 Decoded<EventLogLine> decode_event_log_line(std::string_view line, const DecodeLimits& limits = {});
+
+// The three decoders above try a single-pass parser first (fast_event_parser.h) and fall back to
+// these strict DOM (nlohmann) decoders for anything it is not sure about, so every rejection and
+// its message come from here. Exposed as the reference the fast path is tested against.
+Decoded<RouterEvent> decode_router_event_dom(std::string_view json, const DecodeLimits& limits = {});
+Decoded<std::vector<RouterEvent>> decode_router_events_dom(std::string_view json, const DecodeLimits& limits = {});
+Decoded<EventLogLine> decode_event_log_line_dom(std::string_view line, const DecodeLimits& limits = {});
 std::string encode_event_log_line(const EventLogLine& line);
 
 }  // namespace kvidx

@@ -1,0 +1,652 @@
+#include "libbus/codec/fast_event_parser.h"
+
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace kvidx::fast_codec {
+namespace {
+
+// NOTE: every `return false` below means "not sure", never "invalid": the DOM decoder decides.
+// That is why the parser can be conservative wherever exactness would cost code (see the header).
+class Parser {
+ public:
+  Parser(const char* begin, const char* end, const DecodeLimits& limits, std::size_t depth = 0)
+      : p_(begin), end_(end), limits_(limits), depth_(depth) {}
+
+  bool at_end() {
+    skip_ws();
+    return p_ == end_;
+  }
+  const char* pos() const { return p_; }
+
+  // ---- lexical pieces ------------------------------------------------------------------------
+
+  void skip_ws() {
+    while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+
+  bool peek(char c) {
+    skip_ws();
+    return p_ != end_ && *p_ == c;
+  }
+
+  bool consume(char c) {
+    skip_ws();
+    if (p_ == end_ || *p_ != c) return false;
+    ++p_;
+    return true;
+  }
+
+  bool open(char c) {
+    if (!consume(c)) return false;
+    return ++depth_ <= limits_.max_nesting_depth;
+  }
+  void close() { --depth_; }
+
+  bool literal(const char* word, std::size_t n) {
+    if (static_cast<std::size_t>(end_ - p_) < n || std::memcmp(p_, word, n) != 0) return false;
+    p_ += n;
+    return true;
+  }
+
+  bool null_literal() {
+    skip_ws();
+    return literal("null", 4);
+  }
+
+  // A string of printable ASCII without escapes (keys and known string values).
+  bool plain_string(std::string_view& out) {
+    if (!consume('"')) return false;
+    const char* start = p_;
+    while (p_ != end_) {
+      const auto c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        out = std::string_view(start, static_cast<std::size_t>(p_ - start));
+        ++p_;
+        return true;
+      }
+      if (c == '\\' || c < 0x20 || c >= 0x80) return false;
+      ++p_;
+    }
+    return false;
+  }
+
+  // `"key" :`; then the caller reads the value.
+  bool key(std::string_view& out) { return plain_string(out) && consume(':'); }
+
+  // After a member or element: true and `more` for ',', true and !more for `close_char`.
+  bool next(char close_char, bool& more) {
+    skip_ws();
+    if (p_ == end_) return false;
+    if (*p_ == ',') {
+      ++p_;
+      more = true;
+      return true;
+    }
+    if (*p_ == close_char) {
+      ++p_;
+      more = false;
+      return true;
+    }
+    return false;
+  }
+
+  static bool is_digit(char c) { return static_cast<unsigned>(c - '0') <= 9; }
+
+  // An unsigned integer exactly as the DOM decoder's number_unsigned: no sign, fraction, exponent
+  // or leading zero, and at most 2^64 - 1.
+  bool u64(std::uint64_t& out) {
+    skip_ws();
+    if (p_ == end_ || !is_digit(*p_)) return false;
+    std::uint64_t value = static_cast<std::uint64_t>(*p_ - '0');
+    const char* start = p_++;
+    if (value != 0) {
+      // 19 digits always fit; the 20th is checked; a 21st is always out of range.
+      while (p_ != end_ && is_digit(*p_) && p_ - start < 19) value = value * 10 + static_cast<std::uint64_t>(*p_++ - '0');
+      if (p_ != end_ && is_digit(*p_)) {
+        if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
+            __builtin_add_overflow(value, static_cast<std::uint64_t>(*p_ - '0'), &value)) {
+          return false;
+        }
+        ++p_;
+      }
+    }
+    if (p_ != end_ && (is_digit(*p_) || *p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
+    out = value;
+    return true;
+  }
+
+  bool u32(std::uint32_t& out) {
+    std::uint64_t wide = 0;
+    if (!u64(wide) || wide > std::numeric_limits<std::uint32_t>::max()) return false;
+    out = static_cast<std::uint32_t>(wide);
+    return true;
+  }
+
+  // A JSON number (grammar checked). `integer` tells whether it had neither fraction nor exponent.
+  bool number(std::string_view& text, bool& integer, std::size_t& int_digits) {
+    skip_ws();
+    const char* start = p_;
+    if (p_ != end_ && *p_ == '-') ++p_;
+    if (p_ == end_ || !is_digit(*p_)) return false;
+    const char* digits = p_;
+    if (*p_ == '0') ++p_;
+    else while (p_ != end_ && is_digit(*p_)) ++p_;
+    int_digits = static_cast<std::size_t>(p_ - digits);
+    integer = true;
+    if (p_ != end_ && *p_ == '.') {
+      integer = false;
+      ++p_;
+      if (p_ == end_ || !is_digit(*p_)) return false;
+      while (p_ != end_ && is_digit(*p_)) ++p_;
+    }
+    if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
+      integer = false;
+      ++p_;
+      if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+      if (p_ == end_ || !is_digit(*p_)) return false;
+      while (p_ != end_ && is_digit(*p_)) ++p_;
+    }
+    text = std::string_view(start, static_cast<std::size_t>(p_ - start));
+    return true;
+  }
+
+  static int hex(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+
+  bool hex4(unsigned& out) {
+    if (end_ - p_ < 4) return false;
+    out = 0;
+    for (int i = 0; i < 4; ++i) {
+      const int h = hex(p_[i]);
+      if (h < 0) return false;
+      out = out * 16 + static_cast<unsigned>(h);
+    }
+    p_ += 4;
+    return true;
+  }
+
+  // Any valid string whose value is not needed: ASCII content, the JSON escapes, \u escapes
+  // including well-formed surrogate pairs. Non-ASCII bytes are left to the DOM decoder (it
+  // validates UTF-8).
+  bool skip_string() {
+    if (p_ == end_ || *p_ != '"') return false;
+    ++p_;
+    while (p_ != end_) {
+      const auto c = static_cast<unsigned char>(*p_++);
+      if (c == '"') return true;
+      if (c < 0x20 || c >= 0x80) return false;
+      if (c != '\\') continue;
+      if (p_ == end_) return false;
+      switch (*p_++) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't': break;
+        case 'u': {
+          unsigned unit = 0;
+          if (!hex4(unit)) return false;
+          if (unit >= 0xDC00 && unit <= 0xDFFF) return false;  // lone low surrogate
+          if (unit >= 0xD800 && unit <= 0xDBFF) {
+            unsigned low = 0;
+            if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') return false;
+            p_ += 2;
+            if (!hex4(low) || low < 0xDC00 || low > 0xDFFF) return false;
+          }
+          break;
+        }
+        default: return false;
+      }
+    }
+    return false;
+  }
+
+  // Any JSON value (validated, not kept). Iterative, so hostile nesting cannot overflow the stack.
+  bool skip_value() {
+    constexpr int kMaxLocal = 64;
+    char stack[kMaxLocal];
+    int top = 0;
+    while (true) {
+      skip_ws();
+      if (p_ == end_) return false;
+      bool value_done = true;
+      switch (*p_) {
+        case '{':
+        case '[': {
+          const char kind = *p_;
+          if (top == kMaxLocal || !open(kind)) return false;
+          stack[top++] = kind;
+          const char close_char = kind == '{' ? '}' : ']';
+          if (consume(close_char)) {
+            --top;
+            close();
+          } else if (kind == '{') {
+            if (!skip_key()) return false;
+            value_done = false;
+          } else {
+            value_done = false;
+          }
+          break;
+        }
+        case '"':
+          if (!skip_string()) return false;
+          break;
+        case 't':
+          if (!literal("true", 4)) return false;
+          break;
+        case 'f':
+          if (!literal("false", 5)) return false;
+          break;
+        case 'n':
+          if (!literal("null", 4)) return false;
+          break;
+        default: {
+          std::string_view text;
+          bool integer = false;
+          std::size_t int_digits = 0;
+          if (!number(text, integer, int_digits)) return false;
+          // NOTE: the DOM decoder rejects numbers that overflow a double ("number overflow"); an
+          // exponent or a very long integer part might, so those are left to it.
+          if (int_digits > 300) return false;
+          for (char c : text) {
+            if (c == 'e' || c == 'E') return false;
+          }
+          break;
+        }
+      }
+      if (!value_done) continue;
+      // A value ended: close containers or move to the next member/element.
+      while (true) {
+        if (top == 0) return true;
+        const char kind = stack[top - 1];
+        bool more = false;
+        if (!next(kind == '{' ? '}' : ']', more)) return false;
+        if (more) {
+          if (kind == '{' && !skip_key()) return false;
+          break;
+        }
+        --top;
+        close();
+      }
+    }
+  }
+
+  bool skip_key() {
+    skip_ws();
+    return skip_string() && consume(':');
+  }
+
+  // ---- RouterEvent structure -----------------------------------------------------------------
+
+  bool optional_hash(std::optional<ExternalSequenceBlockHash>& out) {
+    if (peek('n')) {
+      out.reset();
+      return null_literal();
+    }
+    std::uint64_t v = 0;
+    if (!u64(v)) return false;
+    out = ExternalSequenceBlockHash{v};
+    return true;
+  }
+
+  bool block(StoredBlock& out) {
+    if (!open('{')) return false;
+    bool has_block = false, has_tokens = false, has_mm = false;
+    if (!consume('}')) {
+      bool more = true;
+      while (more) {
+        std::string_view k;
+        if (!key(k)) return false;
+        if (k == "block_hash") {
+          if (has_block || !u64(out.block_hash.value)) return false;
+          has_block = true;
+        } else if (k == "tokens_hash") {
+          if (has_tokens || !u64(out.tokens_hash.value)) return false;
+          has_tokens = true;
+        } else if (k == "mm_extra_info") {
+          if (has_mm || !mm_extra_info(out.mm_extra_info)) return false;
+          has_mm = true;
+        } else if (!skip_value()) {
+          return false;
+        }
+        if (!next('}', more)) return false;
+      }
+    }
+    close();
+    return has_block && has_tokens;
+  }
+
+  // The DOM decoder keeps mm_extra_info as nlohmann's dump() of the object (sorted keys, its own
+  // number and string formatting); reproduce it exactly by letting nlohmann dump the same span.
+  bool mm_extra_info(std::optional<std::string>& out) {
+    if (peek('n')) {
+      out.reset();
+      return null_literal();
+    }
+    if (!peek('{')) return false;
+    const char* start = p_;
+    if (!skip_value()) return false;
+    try {
+      out = nlohmann::json::parse(start, p_).dump();
+    } catch (const std::exception&) {
+      return false;
+    }
+    return true;
+  }
+
+  bool stored(KvCacheStoreData& out) {
+    if (!open('{')) return false;
+    bool has_parent = false, has_start = false, has_blocks = false;
+    if (!consume('}')) {
+      bool more = true;
+      while (more) {
+        std::string_view k;
+        if (!key(k)) return false;
+        if (k == "blocks") {
+          if (has_blocks || !blocks(out.blocks)) return false;
+          has_blocks = true;
+        } else if (k == "parent_hash") {
+          if (has_parent || !optional_hash(out.parent_hash)) return false;
+          has_parent = true;
+        } else if (k == "start_position") {
+          if (has_start) return false;
+          has_start = true;
+          if (peek('n')) {
+            if (!null_literal()) return false;
+          } else {
+            std::uint32_t v = 0;
+            if (!u32(v)) return false;
+            out.start_position = v;
+          }
+        } else if (!skip_value()) {
+          return false;
+        }
+        if (!next('}', more)) return false;
+      }
+    }
+    close();
+    return has_blocks;
+  }
+
+  bool blocks(std::vector<StoredBlock>& out) {
+    if (!open('[')) return false;
+    if (!consume(']')) {
+      bool more = true;
+      while (more) {
+        if (out.size() == limits_.max_blocks_per_event) return false;
+        if (!block(out.emplace_back())) return false;
+        if (!next(']', more)) return false;
+      }
+    }
+    close();
+    return true;
+  }
+
+  bool removed(KvCacheRemoveData& out) {
+    if (!open('{')) return false;
+    bool has_hashes = false;
+    if (!consume('}')) {
+      bool more = true;
+      while (more) {
+        std::string_view k;
+        if (!key(k)) return false;
+        if (k == "block_hashes") {
+          if (has_hashes || !hash_array(out.block_hashes)) return false;
+          has_hashes = true;
+        } else if (!skip_value()) {
+          return false;
+        }
+        if (!next('}', more)) return false;
+      }
+    }
+    close();
+    return has_hashes;
+  }
+
+  bool hash_array(std::vector<ExternalSequenceBlockHash>& out) {
+    if (!open('[')) return false;
+    if (!consume(']')) {
+      bool more = true;
+      while (more) {
+        if (out.size() == limits_.max_blocks_per_event) return false;
+        std::uint64_t v = 0;
+        if (!u64(v)) return false;
+        out.push_back(ExternalSequenceBlockHash{v});
+        if (!next(']', more)) return false;
+      }
+    }
+    close();
+    return true;
+  }
+
+  // Externally tagged: "cleared", or an object with exactly one variant key.
+  bool data(KvCacheEventData& out) {
+    if (peek('"')) {
+      std::string_view name;
+      if (!plain_string(name) || name != "cleared") return false;
+      out = KvCacheClearData{};
+      return true;
+    }
+    if (!open('{')) return false;
+    std::string_view variant;
+    if (!key(variant)) return false;  // also rejects the empty object
+    if (variant == "stored") {
+      if (!stored(out.emplace<KvCacheStoreData>())) return false;
+    } else if (variant == "removed") {
+      if (!removed(out.emplace<KvCacheRemoveData>())) return false;
+    } else if (variant == "cleared") {
+      if (peek('n')) {
+        if (!null_literal()) return false;
+      } else {
+        if (!open('{') || !consume('}')) return false;
+        close();
+      }
+      out = KvCacheClearData{};
+    } else {
+      return false;
+    }
+    // NOTE: a second key (even a duplicate of the first) is left to the DOM decoder.
+    if (!consume('}')) return false;
+    close();
+    return true;
+  }
+
+  bool event_body(KvCacheEvent& out) {
+    if (!open('{')) return false;
+    bool has_id = false, has_rank = false, has_data = false;
+    if (!consume('}')) {
+      bool more = true;
+      while (more) {
+        std::string_view k;
+        if (!key(k)) return false;
+        if (k == "event_id") {
+          if (has_id || !u64(out.event_id)) return false;
+          has_id = true;
+        } else if (k == "data") {
+          if (has_data || !data(out.data)) return false;
+          has_data = true;
+        } else if (k == "dp_rank") {
+          if (has_rank || !u32(out.dp_rank)) return false;
+          has_rank = true;
+        } else if (!skip_value()) {
+          return false;
+        }
+        if (!next('}', more)) return false;
+      }
+    }
+    close();
+    return has_id && has_data;
+  }
+
+  bool router_event(RouterEvent& out) {
+    if (!open('{')) return false;
+    bool has_worker = false, has_tier = false, has_event = false;
+    if (!consume('}')) {
+      bool more = true;
+      while (more) {
+        std::string_view k;
+        if (!key(k)) return false;
+        if (k == "worker_id") {
+          if (has_worker || !u64(out.worker_id)) return false;
+          has_worker = true;
+        } else if (k == "event") {
+          if (has_event || !event_body(out.event)) return false;
+          has_event = true;
+        } else if (k == "storage_tier") {
+          if (has_tier) return false;
+          has_tier = true;
+          if (peek('n')) {
+            if (!null_literal()) return false;
+          } else {
+            std::string_view name;
+            if (!plain_string(name)) return false;
+            out.storage_tier = storage_tier_from_string(name);
+            if (!out.storage_tier) return false;
+          }
+        } else if (!skip_value()) {
+          return false;
+        }
+        if (!next('}', more)) return false;
+      }
+    }
+    close();
+    return has_worker && has_event;
+  }
+
+  // The wrapper's "ts": any finite number as the DOM decoder converts it (integers through
+  // u64/i64 like nlohmann's number_unsigned/number_integer, the rest correctly rounded).
+  bool ts_number(double& out) {
+    std::string_view text;
+    bool integer = false;
+    std::size_t int_digits = 0;
+    if (!number(text, integer, int_digits)) return false;
+    const char* first = text.data();
+    const char* last = text.data() + text.size();
+    if (integer) {
+      if (text.front() == '-') {
+        std::int64_t v = 0;
+        auto [ptr, ec] = std::from_chars(first, last, v);
+        if (ec == std::errc() && ptr == last) {
+          out = static_cast<double>(v);
+          return true;
+        }
+      } else {
+        std::uint64_t v = 0;
+        auto [ptr, ec] = std::from_chars(first, last, v);
+        if (ec == std::errc() && ptr == last) {
+          out = static_cast<double>(v);
+          return true;
+        }
+      }
+    }
+    double v = 0;
+    auto [ptr, ec] = std::from_chars(first, last, v);
+    if (ec != std::errc() || ptr != last || !std::isfinite(v)) return false;  // out of range
+    out = v;
+    return true;
+  }
+
+ private:
+  const char* p_;
+  const char* end_;
+  const DecodeLimits& limits_;
+  std::size_t depth_;
+};
+
+}  // namespace
+
+bool try_decode_router_event(std::string_view json, const DecodeLimits& limits, RouterEvent& out) {
+  if (json.size() > limits.max_message_bytes) return false;
+  Parser parser(json.data(), json.data() + json.size(), limits);
+  return parser.router_event(out) && parser.at_end();
+}
+
+bool try_decode_router_events(std::string_view json, const DecodeLimits& limits, std::vector<RouterEvent>& out) {
+  out.clear();
+  if (json.size() > limits.max_message_bytes) return false;
+  Parser parser(json.data(), json.data() + json.size(), limits);
+  if (parser.peek('{')) return parser.router_event(out.emplace_back()) && parser.at_end();
+  if (!parser.open('[')) return false;
+  if (!parser.consume(']')) {
+    bool more = true;
+    while (more) {
+      if (out.size() == limits.max_events_per_batch) return false;
+      if (!parser.router_event(out.emplace_back())) return false;
+      if (!parser.next(']', more)) return false;
+    }
+  }
+  parser.close();
+  return parser.at_end();
+}
+
+bool try_decode_event_log_line(std::string_view line, const DecodeLimits& limits, EventLogLine& out) {
+  if (line.size() > limits.max_message_bytes) return false;
+  const char* const begin = line.data();
+  const char* const end = line.data() + line.size();
+  // Pass 1 over the top level: whether "worker_id" is present decides between the bare event and
+  // the capture wrapper, and it may come after "event", so member values are only located here.
+  Parser top(begin, end, limits);
+  if (!top.open('{')) return false;
+  bool has_worker = false;
+  const char* event_at = nullptr;
+  const char* ts_at = nullptr;
+  const char* subject_at = nullptr;
+  if (!top.consume('}')) {
+    bool more = true;
+    while (more) {
+      std::string_view k;
+      if (!top.key(k)) return false;
+      top.skip_ws();
+      const char* at = top.pos();
+      if (k == "worker_id") {
+        if (has_worker) return false;
+        has_worker = true;
+      } else if (k == "event") {
+        if (event_at != nullptr) return false;
+        event_at = at;
+      } else if (k == "ts") {
+        if (ts_at != nullptr) return false;
+        ts_at = at;
+      } else if (k == "subject") {
+        if (subject_at != nullptr) return false;
+        subject_at = at;
+      }
+      if (!top.skip_value()) return false;
+      if (!top.next('}', more)) return false;
+    }
+  }
+  top.close();
+  if (!top.at_end()) return false;
+
+  out = EventLogLine{};
+  if (has_worker) return try_decode_router_event(line, limits, out.event);  // bare; ts/subject ignored
+  if (event_at == nullptr) return false;
+  // Pass 2: the located values (already validated as JSON by pass 1).
+  Parser event(event_at, end, limits, 1);
+  if (!event.router_event(out.event)) return false;
+  if (ts_at != nullptr) {
+    Parser ts(ts_at, end, limits, 1);
+    if (!ts.peek('n')) {
+      double v = 0;
+      if (!ts.ts_number(v)) return false;
+      out.ts = v;
+    }
+  }
+  if (subject_at != nullptr) {
+    Parser subject(subject_at, end, limits, 1);
+    if (!subject.peek('n')) {
+      std::string_view text;
+      if (!subject.plain_string(text)) return false;
+      out.subject = std::string(text);
+    }
+  }
+  return true;
+}
+
+}  // namespace kvidx::fast_codec
