@@ -11,3 +11,10 @@ find_package(CLI11 2.1 REQUIRED)
 find_package(Boost 1.74 REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(ZLIB REQUIRED)
+# vLLM / SGLang bridge (bridge/): libzmq via pkg-config; cppzmq and msgpack-cxx are header-only and
+# their Debian 12 CMake configs work (cppzmq's falls back to its own pkg-config FindZeroMQ, which
+# defines the `libzmq` target; msgpack-cxx 4.x installs its config as `msgpack`, target
+# `msgpackc-cxx`, and pulls in Boost headers).
+pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq>=4.3)
+find_package(cppzmq 4.9 REQUIRED)
+find_package(msgpack 4.1 REQUIRED CONFIG)

@@ -1,0 +1,115 @@
+#include "bridge/vllm_event_converter.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <span>
+
+#include "libindexer/hashing.h"
+
+namespace kvidx::bridge {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+}  // namespace
+
+std::optional<StorageTier> storage_tier_of_medium(const std::optional<std::string>& medium) {
+  if (!medium) return std::nullopt;
+  const std::string m = lower(*medium);
+  if (m.empty() || m == "gpu" || m == "cuda" || m == "device") return std::nullopt;
+  if (m == "cpu" || m == "cpu_pinned" || m == "host" || m == "host_pinned") return StorageTier::host_pinned;
+  if (m == "disk" || m == "ssd") return StorageTier::disk;
+  return StorageTier::external;
+}
+
+std::optional<KvCacheStoreData> VllmEventConverter::convert_stored(const VllmBlockStored& stored) {
+  if (stored.block_size != config_.block_size) {
+    if (stats_.block_size_mismatches++ == 0) {
+      spdlog::warn("bridge: worker {} sends block_size {} but --block-size is {}; such stored events are dropped",
+                   config_.worker_id, stored.block_size, config_.block_size);
+    }
+    return std::nullopt;
+  }
+  std::string_view lora;
+  if (stored.lora_name && !stored.lora_name->empty()) {
+    lora = *stored.lora_name;
+  } else if (stored.lora_id) {
+    ++stats_.lora_id_without_name;
+  }
+  const std::uint64_t seed = block_hash_seed(lora, config_.cache_namespace);
+  const std::vector<LocalBlockHash> locals = compute_block_hashes(stored.token_ids, config_.block_size, seed);
+  stats_.partial_tokens_dropped += stored.token_ids.size() % config_.block_size;
+  if (locals.size() != stored.block_hashes.size()) ++stats_.block_count_mismatches;
+  const std::size_t n = std::min(locals.size(), stored.block_hashes.size());
+  if (n == 0) {
+    ++stats_.empty_stores_dropped;
+    return std::nullopt;
+  }
+  KvCacheStoreData data;
+  if (stored.parent_block_hash) data.parent_hash = ExternalSequenceBlockHash{*stored.parent_block_hash};
+  data.blocks.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{stored.block_hashes[i]}, locals[i], std::nullopt});
+  }
+  stats_.blocks_stored += n;
+  return data;
+}
+
+void VllmEventConverter::convert(const VllmEventBatch& batch, std::vector<RouterEvent>& out) {
+  const DpRank rank = rank_of(batch);
+  next_event_id_.try_emplace(rank, 0);
+  for (const VllmEvent& event : batch.events) {
+    RouterEvent r;
+    r.worker_id = config_.worker_id;
+    r.event.dp_rank = rank;
+    if (const auto* stored = std::get_if<VllmBlockStored>(&event)) {
+      auto data = convert_stored(*stored);
+      if (!data) continue;
+      r.event.data = std::move(*data);
+      r.storage_tier = storage_tier_of_medium(stored->medium);
+      ++stats_.stored;
+    } else if (const auto* removed = std::get_if<VllmBlockRemoved>(&event)) {
+      KvCacheRemoveData data;
+      data.block_hashes.reserve(removed->block_hashes.size());
+      for (std::uint64_t h : removed->block_hashes) data.block_hashes.push_back(ExternalSequenceBlockHash{h});
+      r.event.data = std::move(data);
+      r.storage_tier = storage_tier_of_medium(removed->medium);
+      ++stats_.removed;
+    } else {
+      r.event.data = KvCacheClearData{};
+      ++stats_.cleared;
+    }
+    r.event.event_id = next_id(rank);
+    out.push_back(std::move(r));
+  }
+}
+
+RouterEvent VllmEventConverter::make_cleared(DpRank rank) {
+  RouterEvent r;
+  r.worker_id = config_.worker_id;
+  r.event.dp_rank = rank;
+  r.event.data = KvCacheClearData{};
+  r.event.event_id = next_id(rank);
+  ++stats_.cleared;
+  return r;
+}
+
+void VllmEventConverter::skip_event_ids(std::uint64_t count, DpRank fallback) {
+  if (next_event_id_.empty()) next_event_id_.emplace(fallback, 0);
+  for (auto& [rank, next] : next_event_id_) next += count;
+  stats_.event_ids_skipped += count;
+}
+
+std::vector<DpRank> VllmEventConverter::known_ranks() const {
+  std::vector<DpRank> out;
+  for (const auto& [rank, next] : next_event_id_) out.push_back(rank);
+  return out;
+}
+
+}  // namespace kvidx::bridge

@@ -1,0 +1,322 @@
+// ZmqEventBridge against a real ZMQ publisher and replay socket (FakeVllmEngine) on 127.0.0.1.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "bridge/router_event_sink.h"
+#include "bridge/zmq_event_bridge.h"
+#include "libindexer/hashing.h"
+#include "libindexer/lane_indexer.h"
+#include "libindexer/stream_sequencer.h"
+#include "tests/bridge/fake_vllm_engine.h"
+
+using namespace kvidx;
+using namespace kvidx::bridge;
+using namespace kvidx::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr WorkerId kWorker = 7;
+constexpr std::uint32_t kBlockSize = 4;
+
+// Records every delivered RouterEvent and optionally forwards to another sink.
+class RecordingSink final : public RouterEventSink {
+ public:
+  explicit RecordingSink(RouterEventSink* next = nullptr) : next_(next) {}
+  SinkStatus deliver(std::span<const RouterEvent> events) override {
+    {
+      std::lock_guard lock(mutex_);
+      events_.insert(events_.end(), events.begin(), events.end());
+    }
+    return next_ ? next_->deliver(events) : SinkStatus{};
+  }
+  std::vector<RouterEvent> events() const {
+    std::lock_guard lock(mutex_);
+    return events_;
+  }
+
+ private:
+  RouterEventSink* next_;
+  mutable std::mutex mutex_;
+  std::vector<RouterEvent> events_;
+};
+
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout = 5s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return done();
+}
+
+ZmqBridgeConfig config_for(const FakeVllmEngine& engine, bool use_replay) {
+  ZmqBridgeConfig c;
+  c.endpoint = engine.endpoint();
+  if (use_replay) c.replay_endpoint = engine.replay_endpoint();
+  c.conversion.worker_id = kWorker;
+  c.conversion.block_size = kBlockSize;
+  c.replay_timeout = 2s;
+  return c;
+}
+
+std::vector<std::uint32_t> tokens(std::uint32_t from, std::uint32_t count) {
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t i = 0; i < count; ++i) out.push_back(from + i);
+  return out;
+}
+
+EngineStored stored(std::vector<std::uint64_t> hashes, std::optional<std::uint64_t> parent, std::uint32_t first_token) {
+  EngineStored s;
+  s.tokens = tokens(first_token, static_cast<std::uint32_t>(hashes.size()) * kBlockSize);
+  s.hashes = std::move(hashes);
+  s.parent = parent;
+  s.block_size = kBlockSize;
+  return s;
+}
+
+std::vector<LocalBlockHash> query_for(std::uint32_t first_token, std::uint32_t blocks) {
+  return compute_block_hashes(tokens(first_token, blocks * kBlockSize), kBlockSize);
+}
+
+std::uint32_t score_of(const LaneIndexer& indexer, const std::vector<LocalBlockHash>& query) {
+  const auto scores = indexer.find_matches(query);
+  const auto it = scores.scores.find({kWorker, 0});
+  return it == scores.scores.end() ? 0 : it->second;
+}
+
+std::vector<std::uint64_t> ids_of(const std::vector<RouterEvent>& events) {
+  std::vector<std::uint64_t> out;
+  for (const auto& e : events) out.push_back(e.event.event_id);
+  return out;
+}
+
+std::vector<EventKind> kinds_of(const std::vector<RouterEvent>& events) {
+  std::vector<EventKind> out;
+  for (const auto& e : events) out.push_back(kind_of(e.event.data));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("stored_removed_and_cleared_reach_the_lane_indexer_in_engine_order") {
+  FakeVllmEngine engine(false);
+  LaneIndexer indexer(2);
+  LaneIndexerSink to_indexer(indexer);
+  RecordingSink sink(&to_indexer);
+  ZmqEventBridge bridge(config_for(engine, false), sink);
+  REQUIRE(bridge.start().ok());
+  engine.wait_for_subscriber();
+
+  // Tokens 1..8 as blocks 101, 102; then 9..12 as block 103 under 102.
+  engine.publish(0, pack_batch({stored({101, 102}, std::nullopt, 1)}));
+  engine.publish(1, pack_batch({stored({103}, 102, 9)}));
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 2; }));
+  REQUIRE(indexer.flush() == IndexerStatus::ok);
+  CHECK(score_of(indexer, query_for(1, 3)) == 3);
+
+  engine.publish(2, pack_batch({EngineRemoved{{103}}}));
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 3; }));
+  REQUIRE(indexer.flush() == IndexerStatus::ok);
+  CHECK(score_of(indexer, query_for(1, 3)) == 2);
+
+  engine.publish(3, pack_batch({EngineCleared{}}));
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 4; }));
+  REQUIRE(indexer.flush() == IndexerStatus::ok);
+  CHECK(score_of(indexer, query_for(1, 3)) == 0);
+
+  const auto events = sink.events();
+  CHECK(ids_of(events) == std::vector<std::uint64_t>{0, 1, 2, 3});
+  CHECK(kinds_of(events) ==
+        std::vector<EventKind>{EventKind::stored, EventKind::stored, EventKind::removed, EventKind::cleared});
+  const auto s = bridge.stats();
+  CHECK(s.gaps == 0);
+  CHECK(s.malformed_frames == 0);
+  CHECK(s.router_events == 4);
+}
+
+TEST_CASE("a_gap_is_filled_by_replay_and_buffered_live_batches_follow_in_order") {
+  for (ReplayReplyShape shape : {ReplayReplyShape::with_topic, ReplayReplyShape::without_topic}) {
+    CAPTURE(static_cast<int>(shape));
+    FakeVllmEngine engine(true, "kv-events", shape);
+    LaneIndexer indexer(2);
+    LaneIndexerSink to_indexer(indexer);
+    RecordingSink sink(&to_indexer);
+    ZmqEventBridge bridge(config_for(engine, true), sink);
+    REQUIRE(bridge.start().ok());
+    engine.wait_for_subscriber();
+
+    engine.publish(0, pack_batch({stored({101, 102}, std::nullopt, 1)}));
+    REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 1; }));
+    // Missed by the subscriber: a removal and a store. Only the replay socket has them.
+    engine.publish(1, pack_batch({EngineRemoved{{102}}}), false);
+    engine.publish(2, pack_batch({stored({201}, 101, 21)}), false);
+    engine.publish(3, pack_batch({stored({301}, 201, 31)}));
+    engine.publish(4, pack_batch({EngineRemoved{{301}}, stored({302}, 201, 41)}));
+
+    REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 5; }));
+    const auto s = bridge.stats();
+    CHECK(s.gaps == 1);
+    CHECK(s.missing_batches == 2);
+    CHECK(s.replays_requested == 1);
+    CHECK(s.replayed_batches == 2);
+    CHECK(s.unrecovered_batches == 0);
+    CHECK(s.replay_failures == 0);
+    CHECK(engine.replay_requests() == 1);
+
+    const auto events = sink.events();
+    CHECK(ids_of(events) == std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5});
+    CHECK(kinds_of(events) == std::vector<EventKind>{EventKind::stored, EventKind::removed, EventKind::stored,
+                                                     EventKind::stored, EventKind::removed, EventKind::stored});
+    REQUIRE(events.size() == 6);
+    CHECK(std::get<KvCacheStoreData>(events[2].event.data).blocks[0].block_hash.value == 201);
+
+    REQUIRE(indexer.flush() == IndexerStatus::ok);
+    CHECK(score_of(indexer, query_for(1, 2)) == 1);  // 102 was removed by the replayed batch
+    auto path = query_for(1, 1);
+    for (auto h : query_for(21, 1)) path.push_back(h);
+    for (auto h : query_for(41, 1)) path.push_back(h);
+    CHECK(score_of(indexer, path) == 3);  // 101 -> 201 -> 302
+  }
+}
+
+TEST_CASE("a_replay_that_no_longer_has_the_whole_range_counts_the_rest_as_lost") {
+  FakeVllmEngine engine(true);
+  RecordingSink sink;
+  ZmqEventBridge bridge(config_for(engine, true), sink);
+  REQUIRE(bridge.start().ok());
+  engine.wait_for_subscriber();
+
+  engine.publish(0, pack_batch({EngineCleared{}}));
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 1; }));
+  engine.publish(1, pack_batch({EngineCleared{}}), false);
+  engine.publish(2, pack_batch({EngineCleared{}}), false);
+  engine.evict_history_before(2);  // the engine's bounded buffer dropped seq 1
+  engine.publish(3, pack_batch({EngineCleared{}}));
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 3; }));
+  const auto s = bridge.stats();
+  CHECK(s.replayed_batches == 1);
+  CHECK(s.unrecovered_batches == 1);
+  CHECK(ids_of(sink.events()) == std::vector<std::uint64_t>{0, 2, 3});  // id 1 skipped for seq 1
+}
+
+TEST_CASE("a_gap_without_replay_is_counted_and_shows_downstream_as_an_event_id_gap") {
+  for (bool clear_on_gap : {false, true}) {
+    CAPTURE(clear_on_gap);
+    FakeVllmEngine engine(false);
+    RecordingSink sink;
+    ZmqBridgeConfig config = config_for(engine, false);
+    config.clear_on_gap = clear_on_gap;
+    ZmqEventBridge bridge(config, sink);
+    REQUIRE(bridge.start().ok());
+    engine.wait_for_subscriber();
+
+    engine.publish(0, pack_batch({stored({101}, std::nullopt, 1)}));
+    engine.publish(1, pack_batch({EngineRemoved{{101}}}), false);
+    engine.publish(2, pack_batch({EngineCleared{}}), false);
+    engine.publish(3, pack_batch({stored({102}, std::nullopt, 5)}));
+    REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 2; }));
+    const auto s = bridge.stats();
+    CHECK(s.gaps == 1);
+    CHECK(s.missing_batches == 2);
+    CHECK(s.unrecovered_batches == 2);
+    CHECK(s.replays_requested == 0);
+
+    const auto events = sink.events();
+    if (clear_on_gap) {
+      CHECK(ids_of(events) == std::vector<std::uint64_t>{0, 3, 4});
+      CHECK(kinds_of(events) == std::vector<EventKind>{EventKind::stored, EventKind::cleared, EventKind::stored});
+    } else {
+      CHECK(ids_of(events) == std::vector<std::uint64_t>{0, 3});
+    }
+    // kvidx's sequencer sees the loss as a gap of (at least) the lost batches.
+    StreamSequencer sequencer;
+    CHECK(sequencer.observe(events[0].stream(), events[0].event.event_id).verdict == SequenceVerdict::apply);
+    const auto d = sequencer.observe(events[1].stream(), events[1].event.event_id);
+    CHECK(d.verdict == SequenceVerdict::gap);
+    CHECK(d.missing == 2);
+  }
+}
+
+TEST_CASE("malformed_frames_are_counted_and_the_stream_continues") {
+  FakeVllmEngine engine(false);
+  RecordingSink sink;
+  ZmqEventBridge bridge(config_for(engine, false), sink);
+  REQUIRE(bridge.start().ok());
+  engine.wait_for_subscriber();
+
+  engine.publish(0, pack_batch({EngineCleared{}}));
+  engine.send_raw({"kv-events", FakeVllmEngine::seq_bytes(1)});                   // two frames
+  engine.send_raw({"kv-events", std::string("\x00\x01", 2), pack_batch({})});     // 2-byte seq
+  engine.publish(1, std::string("\x93\xc1\xc1\xc1", 4));                            // undecodable
+  engine.publish(2, pack_batch({EngineCleared{}}));
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 2; }));
+  const auto s = bridge.stats();
+  CHECK(s.malformed_frames == 3);
+  CHECK(s.gaps == 0);  // the undecodable batch was received: not a sequence gap
+  CHECK(ids_of(sink.events()) == std::vector<std::uint64_t>{0, 2});  // its id is skipped
+}
+
+TEST_CASE("an_engine_restart_clears_the_stream_before_its_new_batches") {
+  FakeVllmEngine engine(false);
+  RecordingSink sink;
+  ZmqEventBridge bridge(config_for(engine, false), sink);
+  REQUIRE(bridge.start().ok());
+  engine.wait_for_subscriber();
+
+  engine.publish(0, pack_batch({stored({101}, std::nullopt, 1)}));
+  engine.publish(1, pack_batch({stored({102}, 101, 5)}));
+  engine.publish(0, pack_batch({stored({901}, std::nullopt, 1)}));  // new engine process
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 3; }));
+  CHECK(bridge.stats().restarts == 1);
+  const auto events = sink.events();
+  CHECK(ids_of(events) == std::vector<std::uint64_t>{0, 1, 2, 3});
+  CHECK(kinds_of(events) ==
+        std::vector<EventKind>{EventKind::stored, EventKind::stored, EventKind::cleared, EventKind::stored});
+}
+
+TEST_CASE("a_late_start_catches_up_from_the_replay_buffer") {
+  FakeVllmEngine engine(true);
+  engine.publish(0, pack_batch({stored({101}, std::nullopt, 1)}), false);  // before the bridge ran
+  engine.publish(1, pack_batch({stored({102}, 101, 5)}), false);
+  RecordingSink sink;
+  ZmqEventBridge bridge(config_for(engine, true), sink);
+  REQUIRE(bridge.start().ok());
+  engine.wait_for_subscriber();
+  engine.publish(2, pack_batch({stored({103}, 102, 9)}));
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 3; }));
+  const auto s = bridge.stats();
+  CHECK(s.gaps == 0);
+  CHECK(s.replayed_batches == 2);
+  CHECK(ids_of(sink.events()) == std::vector<std::uint64_t>{0, 1, 2});
+}
+
+TEST_CASE("a_replay_socket_that_never_answers_times_out_and_live_batches_still_flow") {
+  FakeVllmEngine engine(false);
+  // A ROUTER that accepts the connection but never replies.
+  zmq::context_t context;
+  zmq::socket_t silent(context, zmq::socket_type::router);
+  silent.set(zmq::sockopt::linger, 0);
+  silent.bind("tcp://127.0.0.1:*");
+  RecordingSink sink;
+  ZmqBridgeConfig config = config_for(engine, false);
+  config.replay_endpoint = silent.get(zmq::sockopt::last_endpoint);
+  config.replay_timeout = 200ms;
+  config.catch_up_on_start = false;
+  ZmqEventBridge bridge(config, sink);
+  REQUIRE(bridge.start().ok());
+  engine.wait_for_subscriber();
+
+  engine.publish(0, pack_batch({EngineCleared{}}));
+  engine.publish(2, pack_batch({EngineCleared{}}));
+  engine.publish(3, pack_batch({EngineCleared{}}));
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 3; }));
+  const auto s = bridge.stats();
+  CHECK(s.replay_failures == 1);
+  CHECK(s.unrecovered_batches == 1);
+  CHECK(ids_of(sink.events()) == std::vector<std::uint64_t>{0, 2, 3});
+}
