@@ -1,0 +1,102 @@
+// kvidx-bench: the workload benchmarks of kvidx beside two baselines in the same run (see
+// bench/README section of the top-level README). Run by scripts/bench; smoke-run by CTest.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "bench/app/commands.h"
+
+using namespace kvidx::bench;
+
+namespace {
+
+void add_common(CLI::App& cmd, CommonArgs& common) {
+  cmd.add_option("--json-dir", common.json_dir, "Directory for <bench>.json")->capture_default_str();
+  cmd.add_option("--engines", common.engines, "Indexes to run: kvidx, mutex-radix, flat-hash")->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvidx-bench - kvidx workload benchmarks beside baselines (mutex radix tree, flat hash map)",
+               "kvidx-bench"};
+  app.require_subcommand(1);
+  spdlog::set_level(spdlog::level::warn);
+  int exit_code = 0;
+
+  MooncakeArgs mooncake;
+  auto* m = app.add_subcommand("mooncake", "Mooncake trace through simulated workers: offered/achieved ops/s, p99");
+  add_common(*m, mooncake.common);
+  m->add_option("--trace", mooncake.trace, "Mooncake trace (JSON Lines)")->required();
+  m->add_option("--workers", mooncake.workers, "Unique simulated workers")->capture_default_str();
+  m->add_option("-d,--duplicate", mooncake.copies, "Copies of the fleet in disjoint hash spaces")->capture_default_str();
+  m->add_option("--sim-duration-ms", mooncake.sim_duration_ms, "The trace rescaled to this duration")->capture_default_str();
+  m->add_flag("--sweep", mooncake.sweep, "Offer the trace over shrinking windows (else one window = sim duration)");
+  m->add_option("--sweep-min-ms", mooncake.sweep_min_ms)->capture_default_str();
+  m->add_option("--sweep-max-ms", mooncake.sweep_max_ms)->capture_default_str();
+  m->add_option("--sweep-steps", mooncake.sweep_steps)->capture_default_str();
+  m->add_option("--lanes", mooncake.lanes, "Event lanes (threads) per index")->capture_default_str();
+  m->add_option("--find-matches-concurrency", mooncake.find_matches_concurrency, "find_matches threads")
+      ->capture_default_str();
+  m->add_option("--capacity-blocks", mooncake.capacity_blocks, "Per-worker cache size (LRU)")->capture_default_str();
+  m->add_option("--store-chunk-blocks", mooncake.store_chunk_blocks, "Blocks per Stored event")->capture_default_str();
+  m->add_option("--max-requests", mooncake.max_requests, "Use only the first N trace requests (0: all)")
+      ->capture_default_str();
+  m->callback([&] { exit_code = run_mooncake(mooncake); });
+
+  SyntheticArgs synthetic;
+  auto* s = app.add_subcommand("synthetic",
+                               "W workers x depth-D prefixes with shared system prompts: apply 1 vs N lanes, memory, "
+                               "find_matches latency idle/under writers, mixed ops/s, snapshot");
+  add_common(*s, synthetic.common);
+  s->add_option("--workers", synthetic.workers)->capture_default_str();
+  s->add_option("--tenants", synthetic.tenants, "Shared system prompts (worker w in tenant w % T)")->capture_default_str();
+  s->add_option("--depth", synthetic.depth, "Blocks per sequence")->capture_default_str();
+  s->add_option("--prompt-blocks", synthetic.prompt_blocks)->capture_default_str();
+  s->add_option("--sequences-per-worker", synthetic.sequences_per_worker)->capture_default_str();
+  s->add_option("--bodies", synthetic.bodies, "Distinct sequence bodies")->capture_default_str();
+  s->add_option("--lanes", synthetic.lanes, "N of 1 lane vs N lanes")->capture_default_str();
+  s->add_option("--readers", synthetic.readers, "find_matches threads in the mixed run")->capture_default_str();
+  s->add_option("--queries", synthetic.queries, "Queries per length for the latency figures")->capture_default_str();
+  s->add_option("--churn-pairs", synthetic.churn_pairs, "Removed+Stored pairs for the writer load")->capture_default_str();
+  s->add_option("--mixed-queries", synthetic.mixed_queries)->capture_default_str();
+  s->add_flag("!--no-snapshot", synthetic.snapshot, "Skip the dump/restore figures");
+  s->callback([&] { exit_code = run_synthetic(synthetic); });
+
+  ReplayArgs replay;
+  auto* r = app.add_subcommand("replay", "Replay the Mooncake-derived event log (decode + apply)");
+  add_common(*r, replay.common);
+  r->add_option("--trace", replay.trace, "Mooncake trace (JSON Lines)")->required();
+  r->add_option("--workers", replay.workers)->capture_default_str();
+  r->add_option("-d,--duplicate", replay.copies)->capture_default_str();
+  r->add_option("--capacity-blocks", replay.capacity_blocks)->capture_default_str();
+  r->add_option("--store-chunk-blocks", replay.store_chunk_blocks)->capture_default_str();
+  r->add_option("--max-requests", replay.max_requests)->capture_default_str();
+  r->add_option("--lanes", replay.lanes)->capture_default_str();
+  r->callback([&] { exit_code = run_replay(replay); });
+
+  E2eArgs e2e;
+  auto* e = app.add_subcommand("e2e", "Published -> applied over a local nats-server, beside a raw nats.c subscriber");
+  add_common(*e, e2e.common);
+  e->add_option("--events", e2e.events)->capture_default_str();
+  e->add_option("--lanes", e2e.lanes)->capture_default_str();
+  e->add_option("--per-message", e2e.per_message, "Events per NATS message")->capture_default_str();
+  e->callback([&] { exit_code = run_e2e(e2e); });
+
+  std::string summary_dir = "build/bench";
+  auto* sum = app.add_subcommand("summary", "One table from every <json-dir>/*.json");
+  sum->add_option("--json-dir", summary_dir)->capture_default_str();
+  sum->callback([&] { exit_code = run_summary(summary_dir); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& err) {
+    return app.exit(err);
+  } catch (const std::exception& err) {
+    std::fprintf(stderr, "kvidx-bench: %s\n", err.what());
+    return 1;
+  }
+  return exit_code;
+}

@@ -1,0 +1,185 @@
+// Google Benchmark micro benches: find_matches (32/128/1024-block queries, idle and while a writer
+// thread applies Stored/Removed pairs), apply_event (a 128-block Stored + its Removed on a populated
+// index) and the JSON decoder; kvidx's ConcurrentRadixTree beside the two baselines.
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "bench/baselines/flat_hash_index.h"
+#include "bench/baselines/mutex_radix_tree.h"
+#include "bench/common/workloads.h"
+#include "libbus/codec/event_codec.h"
+#include "libindexer/hashing.h"
+#include "libindexer/radix_tree.h"
+
+namespace {
+
+using namespace kvidx;
+using namespace kvidx::bench;
+
+// The three indexes with one calling convention; `Lookup` is per calling thread for kvidx.
+struct KvidxIndex {
+  ConcurrentRadixTree tree;
+  using Lookup = DirectLookup;
+  void apply(Lookup& lookup, const RouterEvent& e) { tree.apply_event(lookup, e); }
+  std::size_t find(std::span<const LocalBlockHash> q) const { return tree.find_matches(q, false).scores.size(); }
+};
+struct MutexRadixIndex {
+  MutexRadixTree tree;
+  struct Lookup {};
+  void apply(Lookup&, const RouterEvent& e) { tree.apply_event(e); }
+  std::size_t find(std::span<const LocalBlockHash> q) const { return tree.find_matches(q).scores.size(); }
+};
+struct FlatIndex {
+  FlatHashIndex index;
+  struct Lookup {};
+  void apply(Lookup&, const RouterEvent& e) { index.apply_event(e); }
+  std::size_t find(std::span<const LocalBlockHash> q) const { return index.find_matches(q).scores.size(); }
+};
+
+// Deep sequences so 1024-block queries match all the way: 128 workers in 8 tenants, 4 sequences
+// each of 1024 blocks (256 prompt + 768 body).
+const SyntheticWorkload& workload() {
+  static const SyntheticWorkload w = [] {
+    SyntheticOptions o;
+    o.workers = 128;
+    o.tenants = 8;
+    o.depth = 1024;
+    o.prompt_blocks = 256;
+    o.sequences_per_worker = 4;
+    o.bodies = 96;
+    return make_synthetic(o);
+  }();
+  return w;
+}
+
+const std::vector<std::vector<LocalBlockHash>>& queries(std::size_t length) {
+  static std::map<std::size_t, std::vector<std::vector<LocalBlockHash>>> cache;
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  auto& q = cache[length];
+  if (q.empty()) q = make_queries(workload(), 256, length, length);
+  return q;
+}
+
+// Writer-only streams (ids far above the workload's): a 128-block sequence stored then removed.
+std::vector<RouterEvent> writer_cycle(WorkerId worker) {
+  std::vector<LocalBlockHash> locals;
+  for (std::uint64_t i = 0; i < 128; ++i) locals.push_back(LocalBlockHash{worker * 1'000'003ULL + i * 7 + 1});
+  const auto ext = compute_sequence_hashes(locals);
+  KvCacheStoreData stored;
+  KvCacheRemoveData removed;
+  for (std::size_t i = 0; i < locals.size(); ++i) {
+    stored.blocks.push_back(StoredBlock{ext[i], locals[i], std::nullopt});
+    removed.block_hashes.push_back(ext[i]);
+  }
+  return {RouterEvent{worker, KvCacheEvent{0, stored, 0}, std::nullopt},
+          RouterEvent{worker, KvCacheEvent{1, removed, 0}, std::nullopt}};
+}
+
+template <typename Index>
+Index& populated() {
+  static Index* index = [] {
+    auto* i = new Index();
+    typename Index::Lookup lookup;
+    for (const auto& e : workload().build) i->apply(lookup, e);
+    static typename Index::Lookup keep;  // kvidx: the lookups must outlive nothing else; keep them
+    keep = std::move(lookup);
+    return i;
+  }();
+  return *index;
+}
+
+template <typename Index>
+void BM_FindMatches(benchmark::State& state) {
+  Index& index = populated<Index>();
+  const auto length = static_cast<std::size_t>(state.range(0));
+  const bool busy = state.range(1) != 0;
+  const auto& qs = queries(length);
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> writes{0};
+  std::thread writer;
+  if (busy) {
+    writer = std::thread([&] {
+      typename Index::Lookup lookup;
+      std::vector<std::vector<RouterEvent>> cycles;
+      for (WorkerId w = 0; w < 8; ++w) cycles.push_back(writer_cycle(1'000'000 + w));
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (const auto& cycle : cycles) {
+          for (const auto& e : cycle) index.apply(lookup, e);
+        }
+        writes.fetch_add(16, std::memory_order_relaxed);
+      }
+    });
+  }
+  std::size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(index.find(qs[i++ % qs.size()]));
+  }
+  stop = true;
+  if (writer.joinable()) writer.join();
+  state.SetItemsProcessed(state.iterations());
+  if (busy) state.counters["writer_events"] = static_cast<double>(writes.load());
+}
+
+template <typename Index>
+void BM_ApplyStoreRemove(benchmark::State& state) {
+  Index& index = populated<Index>();
+  typename Index::Lookup lookup;
+  const auto cycle = writer_cycle(2'000'000);
+  for (auto _ : state) {
+    for (const auto& e : cycle) index.apply(lookup, e);
+  }
+  state.SetItemsProcessed(state.iterations() * 2);
+  state.counters["blocks/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * 256, benchmark::Counter::kIsRate);
+}
+
+void BM_DecodeStored128(benchmark::State& state) {
+  const std::string json = encode_router_event(writer_cycle(3)[0]);
+  for (auto _ : state) {
+    auto decoded = decode_router_event(json);
+    benchmark::DoNotOptimize(decoded);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(json.size()));
+}
+
+void BM_DecodeBatch16x4(benchmark::State& state) {
+  std::vector<RouterEvent> batch;
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    KvCacheStoreData d;
+    for (std::uint64_t b = 0; b < 4; ++b) d.blocks.push_back(StoredBlock{{i * 1000 + b}, {b + 1}, std::nullopt});
+    batch.push_back(RouterEvent{i + 1, KvCacheEvent{i, d, 0}, std::nullopt});
+  }
+  const std::string json = encode_router_events(batch);
+  for (auto _ : state) {
+    auto decoded = decode_router_events(json);
+    benchmark::DoNotOptimize(decoded);
+  }
+  state.SetItemsProcessed(state.iterations() * 16);
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(json.size()));
+}
+
+void find_args(benchmark::internal::Benchmark* b) {
+  for (const int busy : {0, 1}) {
+    for (const int length : {32, 128, 1024}) b->Args({length, busy});
+  }
+  b->ArgNames({"blocks", "writers"})->UseRealTime();
+}
+
+BENCHMARK(BM_FindMatches<KvidxIndex>)->Name("find_matches/kvidx")->Apply(find_args);
+BENCHMARK(BM_FindMatches<MutexRadixIndex>)->Name("find_matches/mutex-radix")->Apply(find_args);
+BENCHMARK(BM_FindMatches<FlatIndex>)->Name("find_matches/flat-hash")->Apply(find_args);
+BENCHMARK(BM_ApplyStoreRemove<KvidxIndex>)->Name("apply_store_remove_128/kvidx");
+BENCHMARK(BM_ApplyStoreRemove<MutexRadixIndex>)->Name("apply_store_remove_128/mutex-radix");
+BENCHMARK(BM_ApplyStoreRemove<FlatIndex>)->Name("apply_store_remove_128/flat-hash");
+BENCHMARK(BM_DecodeStored128)->Name("decode/stored_128_blocks");
+BENCHMARK(BM_DecodeBatch16x4)->Name("decode/batch_16x4_blocks");
+
+}  // namespace
+
+BENCHMARK_MAIN();
