@@ -56,6 +56,7 @@ BusResult<StreamState> JetStream::ensure_stream(const StreamSpec& spec) {
   sc.Storage = spec.file_storage ? js_FileStorage : js_MemoryStorage;
   if (spec.max_msgs_per_subject > 0) sc.MaxMsgsPerSubject = spec.max_msgs_per_subject;
   if (spec.max_age_ms > 0) sc.MaxAge = spec.max_age_ms * 1'000'000;
+  if (spec.max_bytes > 0) sc.MaxBytes = spec.max_bytes;
   jsStreamInfo* info = nullptr;
   jsErrCode code{};
   natsStatus s = js_AddStream(&info, js_, &sc, nullptr, &code);

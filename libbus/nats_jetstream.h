@@ -30,6 +30,7 @@ struct StreamSpec {
   bool file_storage = true;
   std::int64_t max_msgs_per_subject = 0;  // 0: unlimited
   std::int64_t max_age_ms = 0;            // 0: unlimited
+  std::int64_t max_bytes = 0;             // 0: unlimited (oldest messages are discarded past it)
 };
 
 struct StreamState {

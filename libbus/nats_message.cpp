@@ -1,5 +1,6 @@
 #include "libbus/nats_message.h"
 
+#include <charconv>
 #include <string>
 #include <utility>
 
@@ -88,6 +89,31 @@ BusResult<JsMetadata> Message::metadata() const {
   JsMetadata out{meta->Sequence.Stream, meta->Sequence.Consumer, meta->NumDelivered, meta->NumPending};
   jsMsgMetaData_Destroy(meta);
   return out;
+}
+
+std::uint64_t Message::stream_sequence() const {
+  // $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ts>.<pending> (9 tokens),
+  // or, from newer servers, $JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<delivered>.
+  // <stream seq>.<consumer seq>.<ts>.<pending>[.<random>] (11 or 12 tokens).
+  const std::string_view reply_subject = reply();
+  if (reply_subject.substr(0, 8) != "$JS.ACK.") return 0;
+  std::string_view tokens[12];
+  std::size_t count = 0;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = reply_subject.find('.', start);
+    if (count == 12) return 0;
+    tokens[count++] = reply_subject.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  std::string_view seq;
+  if (count == 9) seq = tokens[5];
+  else if (count == 11 || count == 12) seq = tokens[7];
+  else return 0;
+  std::uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(seq.data(), seq.data() + seq.size(), value);
+  return ec == std::errc() && ptr == seq.data() + seq.size() ? value : 0;
 }
 
 std::vector<Message> take_all(natsMsgList& list) {

@@ -51,6 +51,9 @@ class Message {
   BusStatus nak();
   BusStatus term();
   BusResult<JsMetadata> metadata() const;
+  // metadata().stream_sequence without allocating (parsed from the $JS.ACK reply subject); 0 when
+  // this is not a message from a JetStream consumer.
+  std::uint64_t stream_sequence() const;
 
   natsMsg* raw() const { return msg_; }
   natsMsg* release() noexcept { return std::exchange(msg_, nullptr); }

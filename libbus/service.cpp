@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -42,6 +43,7 @@ struct KvidxService::Impl {
   // ---- configuration and parts -------------------------------------------------------------
   ServiceConfig config;
   Subjects subjects;
+  std::string events_head = subjects.prefix() + ".events.";  // "<prefix>.events."
   LaneIndexer indexer;
   ActiveLoad load;
   MetricsRegistry metrics;
@@ -51,6 +53,17 @@ struct KvidxService::Impl {
   std::optional<JetStream> js;
   std::optional<Subscription> pull;
   std::vector<Subscription> core_subs;
+  // Core mode, one per subscription, touched only by its nats.c delivery thread (and by stop()
+  // after that thread is done): decoded events wait in `burst` until the subscription has no
+  // more pending messages (or kCoreBurst events), then go to the lanes together, so a lane is
+  // woken once per burst instead of once per event. Adds no latency when messages trickle in.
+  static constexpr std::size_t kCoreBurst = 1024;
+  struct CoreIngest {
+    std::atomic<natsSubscription*> sub{nullptr};
+    std::vector<RouterEvent> decoded;
+    std::vector<RouterEvent> burst;
+  };
+  std::vector<std::unique_ptr<CoreIngest>> core_ingest;
   std::vector<Subscription> query_subs;
   std::optional<SnapshotStore> snapshots;
 
@@ -62,6 +75,7 @@ struct KvidxService::Impl {
   StreamSequencer sequencer;
   std::uint64_t dispatched_sequence = 0;
   std::uint64_t restored_sequence = 0;
+  std::uint64_t history_trimmed = 0;  // set once at start
 
   // ---- ack pipeline ---------------------------------------------------------------------------
   struct AckItem {
@@ -77,9 +91,16 @@ struct KvidxService::Impl {
   std::size_t inflight_events = 0;
   std::uint64_t acked_sequence = 0;
   bool stop_fetch = false;
+  bool stop_dispatch = false;
   bool stop_acker = false;
+  // Fetched batches waiting for the dispatch thread (guarded by ack_mutex).
+  static constexpr std::size_t kFetchedBatchesQueued = 2;
+  std::deque<std::vector<Message>> fetched;
+  std::size_t fetched_messages = 0;
+  std::condition_variable dispatch_cv;
 
   std::thread fetch_thread;
+  std::thread dispatch_thread;
   std::thread ack_thread;
   std::thread snapshot_thread;
   std::mutex snapshot_timer_mutex;
@@ -130,6 +151,13 @@ struct KvidxService::Impl {
                              return static_cast<double>(inflight_events);
                            });
     metrics.gauge_callback("kvidx_lanes", "Lane threads", {}, [this] { return static_cast<double>(indexer.lane_count()); });
+    for (std::size_t lane = 0; lane < indexer.lane_count(); ++lane) {
+      metrics.gauge_callback("kvidx_lane_queue_depth", "Tasks waiting in a lane's queue",
+                             {{"lane", std::to_string(lane)}}, [this, lane] {
+                               const auto depths = indexer.metrics().lane_queue_depths;
+                               return lane < depths.size() ? static_cast<double>(depths[lane]) : 0.0;
+                             });
+    }
     metrics.gauge_callback("kvidx_tree_blocks", "Blocks held, summed over streams", {},
                            [this] { return static_cast<double>(indexer.shard_sizes().block_count); });
     metrics.gauge_callback("kvidx_tree_nodes", "Attached radix tree nodes", {},
@@ -160,25 +188,25 @@ struct KvidxService::Impl {
     if (auto s = ingest_conn.publish(msg.value()); !s.ok()) spdlog::warn("dead letter publish failed: {}", s.error().message);
   }
 
-  // Caller holds dispatch_mutex. Returns the number of events handed to lanes.
-  std::size_t dispatch_message(std::string_view subject, std::string_view data) {
+  // Decode and check one message; needs no lock (so it can run outside dispatch_mutex). Returns
+  // false when the message was dead-lettered.
+  bool prepare_message(std::string_view subject, std::string_view data, std::vector<RouterEvent>& events) {
     messages_total->inc();
     auto decoded = decode_router_events(data, config.limits);
     if (!decoded.ok()) {
       events_by[0][2]->inc();
       dead_letter(subject, data, "decode: " + decoded.error().message());
-      return 0;
+      return false;
     }
-    auto& events = decoded.value();
+    events = std::move(decoded).value();
     // The subject's worker id (kv.events.<id>) must match every event's; other subjects (Dynamo
     // layout) carry no id and the payload's is used.
-    const std::string events_head = subjects.prefix() + ".events.";
     if (subject.substr(0, events_head.size()) == events_head) {
       const auto subject_worker = subjects.worker_from_events_subject(subject);
       if (!subject_worker) {
         events_by[0][2]->inc(events.size());
         dead_letter(subject, data, "subject: no numeric worker id after " + events_head);
-        return 0;
+        return false;
       }
       for (const RouterEvent& e : events) {
         if (e.worker_id != *subject_worker) {
@@ -186,10 +214,15 @@ struct KvidxService::Impl {
           dead_letter(subject, data,
                       "subject: worker id " + std::to_string(*subject_worker) + " does not match payload worker_id " +
                           std::to_string(e.worker_id));
-          return 0;
+          return false;
         }
       }
     }
+    return true;
+  }
+
+  // Caller holds dispatch_mutex. Sequencer, then lanes. Returns the number of events handed to lanes.
+  std::size_t dispatch_events(std::vector<RouterEvent>& events) {
     std::size_t handed = 0;
     for (RouterEvent& e : events) {
       const auto kind = static_cast<std::size_t>(kind_of(e.event.data));
@@ -229,12 +262,46 @@ struct KvidxService::Impl {
     return handed;
   }
 
+  void on_core_message(CoreIngest& state, const Message& msg) {
+    if (prepare_message(msg.subject(), msg.data(), state.decoded)) {
+      if (state.burst.empty()) {
+        state.burst.swap(state.decoded);
+      } else {
+        state.burst.insert(state.burst.end(), std::make_move_iterator(state.decoded.begin()),
+                           std::make_move_iterator(state.decoded.end()));
+      }
+      state.decoded.clear();
+    }
+    // NOTE: nats.c takes a message off the pending list before calling the handler, so 0 means
+    // nothing else is waiting right now.
+    natsSubscription* sub = state.sub.load(std::memory_order_acquire);
+    int pending_msgs = 0;
+    int pending_bytes = 0;
+    if (state.burst.size() >= kCoreBurst || sub == nullptr ||
+        natsSubscription_GetPending(sub, &pending_msgs, &pending_bytes) != NATS_OK || pending_msgs == 0) {
+      flush_core_burst(state);
+    }
+  }
+
+  void flush_core_burst(CoreIngest& state) {
+    if (state.burst.empty()) return;
+    {
+      std::lock_guard lock(dispatch_mutex);
+      dispatch_events(state.burst);
+    }
+    state.burst.clear();
+  }
+
+  // JetStream stage 1: only pulls, so the server keeps streaming while stage 2 decodes and
+  // dispatches the previous batch. Hands batches over through a short bounded queue.
   void fetch_loop() {
     auto last_error_log = Clock::now() - std::chrono::seconds(10);
     while (true) {
       {
         std::unique_lock lock(ack_mutex);
-        space_cv.wait(lock, [&] { return stop_fetch || inflight_events < config.max_inflight_events; });
+        space_cv.wait(lock, [&] {
+          return stop_fetch || inflight_events + fetched_messages < config.max_inflight_events;
+        });
         if (stop_fetch) return;
       }
       auto batch = pull->fetch(config.fetch_batch, 250);
@@ -246,29 +313,69 @@ struct KvidxService::Impl {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         continue;
       }
-      auto& msgs = batch.value();
-      if (msgs.empty()) continue;
+      if (batch.value().empty()) continue;
+      {
+        std::unique_lock lock(ack_mutex);
+        space_cv.wait(lock, [&] { return stop_fetch || fetched.size() < kFetchedBatchesQueued; });
+        // NOTE: on stop a batch still in hand is dropped unacknowledged: it is redelivered (or
+        // re-read from the snapshot's sequence after a restart), never lost.
+        if (stop_fetch) return;
+        fetched_messages += batch.value().size();
+        fetched.push_back(std::move(batch).value());
+      }
+      dispatch_cv.notify_one();
+    }
+  }
+
+  // JetStream stage 2: decode outside the dispatch lock, then sequencer + lanes for the whole
+  // batch under it, then queue the batch's last message for the cumulative ack. Drains the hand-off
+  // queue before exiting.
+  void dispatch_loop() {
+    std::vector<Message> msgs;
+    std::vector<std::vector<RouterEvent>> prepared;
+    std::vector<std::uint64_t> sequences;
+    std::vector<char> usable;  // 0: redelivered duplicate or dead-lettered
+    while (true) {
+      {
+        std::unique_lock lock(ack_mutex);
+        dispatch_cv.wait(lock, [&] { return stop_dispatch || !fetched.empty(); });
+        if (fetched.empty()) return;  // stop_dispatch and drained
+        msgs = std::move(fetched.front());
+        fetched.pop_front();
+        fetched_messages -= msgs.size();
+      }
+      space_cv.notify_all();
+      const std::size_t n = msgs.size();
+      if (prepared.size() < n) prepared.resize(n);
+      sequences.assign(n, 0);
+      usable.assign(n, 0);
+      // NOTE: dispatched_sequence is written only by this thread (under dispatch_mutex), so it
+      // can be read here without the lock.
+      std::uint64_t handled_up_to = dispatched_sequence;
+      for (std::size_t i = 0; i < n; ++i) {
+        sequences[i] = msgs[i].stream_sequence();
+        if (sequences[i] != 0 && sequences[i] <= handled_up_to) continue;  // redelivery: skip whole
+        if (sequences[i] != 0) handled_up_to = sequences[i];
+        usable[i] = prepare_message(msgs[i].subject(), msgs[i].data(), prepared[i]) ? 1 : 0;
+      }
       std::size_t events = 0;
       std::uint64_t last_sequence = 0;
       {
         std::lock_guard lock(dispatch_mutex);
-        for (Message& msg : msgs) {
-          auto meta = msg.metadata();
-          const std::uint64_t seq = meta.ok() ? meta.value().stream_sequence : 0;
-          if (seq != 0 && seq <= dispatched_sequence) {
-            // NOTE: redelivery of a message already handed to lanes (e.g. ack lost): skip whole.
-            continue;
-          }
-          events += dispatch_message(msg.subject(), msg.data());
-          if (seq != 0) dispatched_sequence = seq;
-          last_sequence = dispatched_sequence;
+        for (std::size_t i = 0; i < n; ++i) {
+          if (sequences[i] != 0 && sequences[i] <= dispatched_sequence) continue;
+          if (usable[i]) events += dispatch_events(prepared[i]);
+          if (sequences[i] != 0) dispatched_sequence = sequences[i];
         }
+        last_sequence = dispatched_sequence;
       }
+      for (std::size_t i = 0; i < n; ++i) prepared[i].clear();
       {
         std::lock_guard lock(ack_mutex);
         ack_queue.push_back(AckItem{std::move(msgs.back()), last_sequence, events + 1});
         inflight_events += events + 1;
       }
+      msgs.clear();
       ack_cv.notify_one();
     }
   }
@@ -404,6 +511,7 @@ struct KvidxService::Impl {
                 {"dispatched_sequence", s.dispatched_sequence},
                 {"acked_sequence", s.acked_sequence},
                 {"restored_sequence", s.restored_sequence},
+                {"history_trimmed", s.history_trimmed},
                 {"snapshots_written", s.snapshots_written},
                 {"active_requests", load.live_requests()}};
   }
@@ -421,30 +529,46 @@ struct KvidxService::Impl {
         }
         reply(msg, Json{{"workers", indexer.get_workers()}, {"streams", std::move(streams)}}.dump());
       } else if (subject == subjects.admin_remove_worker()) {
-        auto request = decode_remove_worker_request(msg.data());
-        if (!request.ok()) {
-          reply(msg, encode_error_reply({"bad_request", request.error().message()}));
-        } else {
-          const RemoveWorkerRequest& r = request.value();
-          IndexerStatus status;
-          {
-            std::lock_guard lock(dispatch_mutex);
-            if (r.dp_rank) {
-              status = indexer.reset_worker_dp_rank_and_wait(r.worker_id, *r.dp_rank);
-              sequencer.forget({r.worker_id, *r.dp_rank});
-            } else {
-              status = indexer.remove_worker(r.worker_id);
-              sequencer.forget_worker(r.worker_id);
-              load.remove_worker(r.worker_id);
-            }
-          }
-          if (status != IndexerStatus::ok) reply(msg, encode_error_reply({"unavailable", "indexer offline"}));
-          else reply(msg, R"({"ok":true})");
-        }
+        // NOTE: handled by on_remove_worker, on every replica (see start_queries); the queue group
+        // member that also receives it stays silent.
+        return;
       } else if (subject == subjects.admin_dump()) {
         send_dump(msg);
       } else {
         reply(msg, encode_error_reply({"bad_request", "unknown admin subject " + std::string(subject)}));
+      }
+    } catch (const std::exception& e) {
+      reply(msg, encode_error_reply({"internal", e.what()}));
+    }
+    admin_latency->observe(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+
+  // kv.admin.remove_worker {"worker_id":W,"dp_rank"?:R}: every replica receives it (a plain
+  // subscription, not the queue group) and removes the worker/rank from its own index, then
+  // replies; the requester reads the first reply (request/reply takes one), {"ok":true} or an
+  // error. Replicas that are not running at that moment do not see it (see service.h).
+  void on_remove_worker(Message msg) {
+    const auto t0 = Clock::now();
+    try {
+      auto request = decode_remove_worker_request(msg.data());
+      if (!request.ok()) {
+        reply(msg, encode_error_reply({"bad_request", request.error().message()}));
+      } else {
+        const RemoveWorkerRequest& r = request.value();
+        IndexerStatus status;
+        {
+          std::lock_guard lock(dispatch_mutex);
+          if (r.dp_rank) {
+            status = indexer.reset_worker_dp_rank_and_wait(r.worker_id, *r.dp_rank);
+            sequencer.forget({r.worker_id, *r.dp_rank});
+          } else {
+            status = indexer.remove_worker(r.worker_id);
+            sequencer.forget_worker(r.worker_id);
+            load.remove_worker(r.worker_id);
+          }
+        }
+        if (status != IndexerStatus::ok) reply(msg, encode_error_reply({"unavailable", "indexer offline"}));
+        else reply(msg, R"({"ok":true})");
       }
     } catch (const std::exception& e) {
       reply(msg, encode_error_reply({"internal", e.what()}));
@@ -557,6 +681,7 @@ struct KvidxService::Impl {
       std::lock_guard lock(dispatch_mutex);
       s.dispatched_sequence = dispatched_sequence;
       s.restored_sequence = restored_sequence;
+      s.history_trimmed = history_trimmed;
     }
     for (const auto& sub : core_subs) s.core_dropped += sub.dropped();
     return s;
@@ -588,13 +713,12 @@ struct KvidxService::Impl {
       std::vector<std::string> subjects_to_read{subjects.events_wildcard()};
       subjects_to_read.insert(subjects_to_read.end(), config.extra_subjects.begin(), config.extra_subjects.end());
       for (const std::string& subject : subjects_to_read) {
-        auto sub = ingest_conn.subscribe(subject, [this](Message msg) {
-          std::lock_guard lock(dispatch_mutex);
-          dispatch_message(msg.subject(), msg.data());
-        });
+        CoreIngest* state = core_ingest.emplace_back(std::make_unique<CoreIngest>()).get();
+        auto sub = ingest_conn.subscribe(subject, [this, state](Message msg) { on_core_message(*state, msg); });
         if (!sub.ok()) return sub.error();
         // NOTE: core mode is best effort, but the client should never be the one dropping.
         if (auto s = sub.value().set_unlimited_pending(); !s.ok()) return s;
+        state->sub.store(sub.value().raw(), std::memory_order_release);
         core_subs.push_back(std::move(sub).value());
       }
       if (auto s = ingest_conn.flush(); !s.ok()) return s;
@@ -612,7 +736,9 @@ struct KvidxService::Impl {
     js.emplace(std::move(j).value());
     std::vector<std::string> stream_subjects{subjects.events_wildcard()};
     stream_subjects.insert(stream_subjects.end(), config.extra_subjects.begin(), config.extra_subjects.end());
-    if (auto s = js->ensure_stream({config.stream, stream_subjects, true, 0, 0}); !s.ok()) return s.error();
+    const StreamSpec events_stream{config.stream, stream_subjects, true, 0, config.stream_max_age.count(),
+                                   config.stream_max_bytes};
+    if (auto s = js->ensure_stream(events_stream); !s.ok()) return s.error();
     snapshots.emplace(*js, subjects, config.snapshot_stream, config.durable, ingest_conn.max_payload());
     if (auto s = snapshots->ensure_stream(); !s.ok()) return s;
     if (config.restore_snapshot) {
@@ -621,6 +747,13 @@ struct KvidxService::Impl {
     // NOTE: the durable is re-created at every start so it delivers exactly from what the restored
     // state covers (snapshot sequence + 1, or the whole stream without a snapshot). Acks within a
     // run keep redeliveries away; across restarts the snapshot is the source of truth.
+    if (auto state = js->stream_state(config.stream); state.ok() && state.value().first_sequence > restored_sequence + 1) {
+      std::lock_guard lock(dispatch_mutex);
+      history_trimmed = state.value().first_sequence - restored_sequence - 1;
+      spdlog::warn("stream {} starts at sequence {} but this replica's state covers only up to {}: {} message(s) "
+                   "discarded by retention are not reflected (workers' later events repair their streams)",
+                   config.stream, state.value().first_sequence, restored_sequence, history_trimmed);
+    }
     js->delete_consumer(config.stream, config.durable);
     ConsumerSpec spec;
     spec.durable = config.durable;
@@ -632,6 +765,7 @@ struct KvidxService::Impl {
     if (!p.ok()) return p.error();
     pull.emplace(std::move(p).value());
     fetch_thread = std::thread([this] { fetch_loop(); });
+    dispatch_thread = std::thread([this] { dispatch_loop(); });
     ack_thread = std::thread([this] { ack_loop(); });
     if (config.snapshot_interval.count() > 0) snapshot_thread = std::thread([this] { snapshot_loop(); });
     return {};
@@ -646,6 +780,14 @@ struct KvidxService::Impl {
     };
     if (auto s = add(subjects.query_scores(), &Impl::on_scores); !s.ok()) return s;
     if (auto s = add(subjects.admin_wildcard(), &Impl::on_admin); !s.ok()) return s;
+    // NOTE: worker removal changes every replica's index, so it is a plain subscription too: a
+    // queue group would let exactly one replica remove the worker and the others keep serving its
+    // blocks. (A removal record in the events stream would also reach replicas that are down now;
+    // see service.h.)
+    auto removal = query_conn.subscribe(subjects.admin_remove_worker(),
+                                        [this](Message m) { on_remove_worker(std::move(m)); });
+    if (!removal.ok()) return removal.error();
+    query_subs.push_back(std::move(removal).value());
     // NOTE: lifecycle messages update shared load state; every replica must see them, so they are
     // a plain subscription, not the queue group.
     auto lifecycle = query_conn.subscribe(subjects.requests_wildcard(),
@@ -670,7 +812,14 @@ struct KvidxService::Impl {
     }
     space_cv.notify_all();
     if (fetch_thread.joinable()) fetch_thread.join();
-    core_subs.clear();
+    {
+      std::lock_guard lock(ack_mutex);
+      stop_dispatch = true;
+    }
+    dispatch_cv.notify_all();
+    if (dispatch_thread.joinable()) dispatch_thread.join();
+    core_subs.clear();  // waits for the delivery threads to return
+    for (auto& state : core_ingest) flush_core_burst(*state);
     // 2. drain lanes and acks
     {
       std::lock_guard lock(ack_mutex);

@@ -43,6 +43,15 @@ struct ServiceConfig {
   std::string stream = "KV_EVENTS";
   std::string durable = "kvidx";  // also names this service's snapshots; one per replica
   std::string snapshot_stream = "KV_SNAPSHOTS";
+  // Retention of the events stream (0: unlimited, the stream grows forever). Applied to the
+  // stream at every start (an existing stream is updated). The server then discards the oldest
+  // messages by age / size. Safe as long as every replica's newest snapshot covers what is
+  // discarded: keep max_age well above snapshot_interval (and the snapshot stream healthy). A
+  // replica that starts without a snapshot covering the discarded part (a new replica, or one down
+  // longer than max_age) can only rebuild from what is left: it logs the trimmed history and counts
+  // it in stats().history_trimmed; workers' later events then repair its view of them.
+  std::chrono::milliseconds stream_max_age{0};
+  std::int64_t stream_max_bytes = 0;
   std::chrono::milliseconds snapshot_interval{30000};  // 0: only on demand and at shutdown
   bool restore_snapshot = true;
   int fetch_batch = 1000;
@@ -65,6 +74,9 @@ struct ServiceStats {
   std::uint64_t acked_sequence = 0;       // JetStream: last stream sequence acknowledged (applied)
   std::uint64_t snapshots_written = 0;
   std::uint64_t restored_sequence = 0;    // snapshot sequence restored at start (0: none)
+  // Messages of the events stream this replica needed but retention had already discarded at
+  // start (stream first sequence - restored sequence - 1, when positive).
+  std::uint64_t history_trimmed = 0;
   std::int64_t core_dropped = 0;          // core mode: messages the client dropped
 };
 

@@ -377,6 +377,7 @@ class Parser {
   bool blocks(std::vector<StoredBlock>& out) {
     if (!open('[')) return false;
     if (!consume(']')) {
+      out.reserve(8);  // NOTE: one allocation for typical events instead of growing 1, 2, 4, 8
       bool more = true;
       while (more) {
         if (out.size() == limits_.max_blocks_per_event) return false;

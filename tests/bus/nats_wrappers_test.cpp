@@ -159,6 +159,11 @@ TEST_CASE("bus: jetstream stream with a durable pull consumer survives a server 
     auto meta = batch.value().back().metadata();
     REQUIRE(meta.ok());
     CHECK(meta.value().stream_sequence == 60);
+    for (const Message& m : batch.value()) {
+      auto full = m.metadata();
+      REQUIRE(full.ok());
+      CHECK(m.stream_sequence() == full.value().stream_sequence);  // the allocation-free parse agrees
+    }
     // AckAll: acking the 60th acknowledges 1..60.
     REQUIRE(batch.value().back().ack_sync().ok());
     auto state = js.value().consumer_state("T_EVENTS", "reader");

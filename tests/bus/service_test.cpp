@@ -406,4 +406,97 @@ TEST_CASE("service: graceful stop writes a final snapshot that the next start re
   CHECK(service_normal_form(second) == offline_normal_form(histories));
 }
 
+TEST_CASE("service: remove_worker reaches every replica, not one member of the queue group") {
+  NatsServer server;
+  const auto histories = all_histories(10);
+  KvidxService a(config_for(server, "ra"));
+  KvidxService b(config_for(server, "rb"));
+  REQUIRE(a.start().ok());
+  REQUIRE(b.start().ok());
+  publish_concurrently(server, histories, true);
+  const std::uint64_t last = stream_last_sequence(server);
+  REQUIRE(a.wait_for_acked_sequence(last, std::chrono::seconds(60)));
+  REQUIRE(b.wait_for_acked_sequence(last, std::chrono::seconds(60)));
+  Connection client = connect_to(server);
+  Subjects subjects;
+  // Several requests, so a queue group would have split them between the replicas.
+  for (WorkerId w = 5; w <= 8; ++w) {
+    auto reply = client.request(subjects.admin_remove_worker(), encode_remove_worker_request({w, std::nullopt}), 5000);
+    REQUIRE(reply.ok());
+    CHECK(Json::parse(reply.value().data()).at("ok") == true);
+  }
+  auto rank = client.request(subjects.admin_remove_worker(), encode_remove_worker_request({9, 1}), 5000);
+  REQUIRE(rank.ok());
+  // The requester has the first reply; the other replica may still be applying: poll its view.
+  auto removed_everywhere = [&](KvidxService& service) {
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      bool clean = true;
+      for (const auto& key : service_normal_form(service)) {
+        const WorkerId w = std::get<0>(key);
+        if ((w >= 5 && w <= 8) || (w == 9 && std::get<1>(key) == 1)) clean = false;
+      }
+      if (clean) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return false;
+  };
+  CHECK(removed_everywhere(a));
+  CHECK(removed_everywhere(b));
+  CHECK(service_normal_form(a) == service_normal_form(b));
+  // Stats still go to one replica only (queue group): one reply arrives.
+  auto stats = client.request(subjects.admin_stats(), "{}", 2000);
+  REQUIRE(stats.ok());
+}
+
+TEST_CASE("service: lane queue depth is exported per lane") {
+  NatsServer server;
+  ServiceConfig c = config_for(server, "m");
+  c.lanes = 3;
+  KvidxService service(c);
+  REQUIRE(service.start().ok());
+  const std::string text = service.render_metrics();
+  for (int lane = 0; lane < 3; ++lane) {
+    CHECK(text.find("kvidx_lane_queue_depth{lane=\"" + std::to_string(lane) + "\"} 0") != std::string::npos);
+  }
+}
+
+TEST_CASE("service: stream retention is applied to the events stream, and trimmed history is reported at start") {
+  NatsServer server;
+  const auto histories = all_histories(4);
+  {
+    // Retention by age: the server discards what is older than max_age.
+    ServiceConfig c = config_for(server, "ret");
+    c.stream_max_age = std::chrono::milliseconds(1500);
+    KvidxService service(c);
+    REQUIRE(service.start().ok());
+    publish_concurrently(server, histories, true);
+    REQUIRE(service.wait_for_acked_sequence(stream_last_sequence(server), std::chrono::seconds(60)));
+    CHECK(service.stats().history_trimmed == 0);
+    Connection conn = connect_to(server);
+    auto js = JetStream::create(conn);
+    REQUIRE(js.ok());
+    std::uint64_t left = 1;
+    for (int attempt = 0; attempt < 100 && left != 0; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      left = js.value().stream_state("KV_EVENTS").value().messages;
+    }
+    CHECK(left == 0);
+    service.stop(false);
+  }
+  // A replica with no snapshot now starts after a trimmed history and says how much it missed.
+  ServiceConfig c = config_for(server, "late");
+  KvidxService late(c);  // no retention flags: the stream is updated back to unlimited
+  REQUIRE(late.start().ok());
+  CHECK(late.stats().history_trimmed == stream_last_sequence(server));
+  const std::uint64_t before = stream_last_sequence(server);
+  publish_concurrently(server, histories, true);
+  REQUIRE(late.wait_for_acked_sequence(stream_last_sequence(server), std::chrono::seconds(60)));
+  CHECK(stream_last_sequence(server) > before);
+  Connection conn = connect_to(server);
+  auto js = JetStream::create(conn);
+  REQUIRE(js.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  CHECK(js.value().stream_state("KV_EVENTS").value().messages == stream_last_sequence(server) - before);
+}
+
 }  // TEST_SUITE
