@@ -2,16 +2,27 @@
 // answers queries over request/reply, writes and restores snapshots. nats.c, JSON and Asio stay
 // in the .cpp files (pimpl), so apps and tests include only this.
 //
-// Data path (one event): NATS (JetStream pull fetch thread, or core subscription callback)
-//   -> decode (event_codec) on that thread -> subject/payload worker check (else dead letter)
-//   -> StreamSequencer (duplicate skip / gap count / restart reset) -> LaneIndexer::enqueue_event
-//   -> lane applies -> the acker thread's flush() barrier -> cumulative AckAll of the batch's
-//   last message. So an acknowledged event has always been applied; a crash before the ack only
-//   causes a redelivery, which the sequencer skips as a duplicate.
-// Backpressure (JetStream): at most `max_inflight_events` dispatched-but-unacked events; when
-// reached the fetch thread stops pulling until the acker catches up. Nothing is dropped.
+// Data path (one event):
+//   JetStream: fetch thread (only pulls, so the server keeps streaming) -> bounded hand-off of
+//   fetched batches -> dispatch thread: decode (event_codec fast path) and subject/payload worker
+//   check outside the dispatch lock (else dead letter) -> under the lock, for the whole batch:
+//   StreamSequencer (duplicate skip / gap count / restart reset) -> LaneIndexer::enqueue_event
+//   -> lanes apply -> the acker thread's flush() barrier (one per acker cycle, covering every
+//   batch queued since the last) -> cumulative AckAll of the newest batch's last message. So an
+//   acknowledged event has always been applied; a crash before the ack only causes a
+//   redelivery, which the sequencer skips as a duplicate.
+//   Core: the subscription's delivery thread decodes, and hands events to the lanes in bursts
+//   (when no more messages are pending, or every 1024 events), so lanes are not woken per event.
+// Backpressure (JetStream): at most `max_inflight_events` dispatched-but-unacked events (plus
+// fetched-not-yet-dispatched messages); when reached the fetch thread stops pulling until the
+// acker catches up. Nothing is dropped.
 // Restart: the newest snapshot (tree + watermarks + stream sequence S) is replayed into the lanes
 // before any fetch, and the durable is re-created to deliver from S + 1.
+// Worker removal (kv.admin.remove_worker) is a plain subscription on every replica (queries and
+// the other admin subjects use the queue group): each replica removes the worker from its own
+// index and replies; the requester takes the first reply. A replica that is not running at that
+// moment does not see the removal (its snapshot and the stream still hold the worker's blocks);
+// making removal a record in the events stream would cover that case too.
 #pragma once
 
 #include <chrono>
