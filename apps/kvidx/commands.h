@@ -15,5 +15,6 @@ void add_dump_command(CLI::App& app, int& exit_code);
 void add_score_command(CLI::App& app, int& exit_code);
 void add_stats_command(CLI::App& app, int& exit_code);
 void add_publish_command(CLI::App& app, int& exit_code);
+void add_bridge_command(CLI::App& app, int& exit_code);
 
 }  // namespace kvidx::cli

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   add_score_command(app, exit_code);
   add_stats_command(app, exit_code);
   add_publish_command(app, exit_code);
+  add_bridge_command(app, exit_code);
 
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
   try {
