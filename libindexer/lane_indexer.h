@@ -13,10 +13,29 @@
 //   those are logged by the lane.
 // - A lane whose task throws logs once, marks the whole indexer offline and keeps draining its
 //   queue, completing barriers (as failed) so callers never hang. Enqueue then reports offline.
+//
+// Approximate mode (options.prune set)
+// - process_routing_decision records the decision in a RoutingDecisionPruner, which hands the
+//   synthetic Stored event to the stream's lane while holding its own lock; expiry and the size
+//   cap hand synthetic Removed events to the same lanes the same way (prune pump thread, and
+//   flush before its barrier). So per stream, synthetic events reach the lane in the order the
+//   pruner produced them, and the pruner tracks exactly what those events leave in the tree.
+// - Lock order: decision_order_mutex_ -> pruner lock -> assignment / lane queue locks. The sink
+//   never waits (lane queues are unbounded), and a lane calls into the pruner holding none of
+//   these, which is what the pruner's deadlock warning asks.
+// - Anything that drops a stream's blocks outside the pruner (remove_worker*, reset, engine
+//   Removed/Cleared events) forgets them in the pruner and queues the drop as one step under
+//   decision_order_mutex_ held exclusively: a decision is then either wholly before the drop
+//   (its Stored is queued ahead of it and wiped by it, and the pruner forgot it) or wholly after.
+//
+// Bench observation (begin_observation ... harvest)
+// - At most one observation at a time. Observed events are their own task kind: the plain enqueue
+//   path pays nothing for it. Each lane records into its own fixed buffer (see lane_observation.h).
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -24,16 +43,18 @@
 #include <optional>
 #include <shared_mutex>
 #include <span>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "libindexer/lane_observation.h"
 #include "libindexer/protocol.h"
+#include "libindexer/prune_config.h"
 #include "libindexer/radix_tree.h"
+#include "libindexer/routing_decision_pruner.h"
 
 namespace kvidx {
-
-using LaneId = std::size_t;
 
 enum class IndexerStatus : std::uint8_t {
   ok,
@@ -46,6 +67,17 @@ struct ShardSizes {
   std::size_t node_count = 0;    // attached tree nodes
 };
 
+struct ApproximateModeMetrics {
+  bool enabled = false;
+  std::uint64_t decisions_recorded = 0;     // process_routing_decision calls that were recorded
+  std::uint64_t decisions_rejected = 0;     // length mismatch: nothing recorded
+  std::uint64_t synthetic_stored = 0;       // synthetic Stored events queued on lanes
+  std::uint64_t synthetic_removed = 0;      // synthetic Removed events queued (expiry or size cap)
+  std::uint64_t synthetic_not_applied = 0;  // synthetic events the tree did not apply cleanly
+  std::uint64_t blocks_pruned = 0;          // blocks forgotten by expiry or the size cap
+  std::size_t tracked_blocks = 0;           // blocks the pruner tracks now
+};
+
 // Counters of applied events, read without stopping the lanes (each value is exact, the set is
 // not a snapshot taken at one instant).
 struct LaneIndexerMetrics {
@@ -53,14 +85,66 @@ struct LaneIndexerMetrics {
   static constexpr std::size_t kStatuses = 4;  // ApplyStatus
   std::array<std::array<std::uint64_t, kStatuses>, kKinds> applied{};  // [EventKind][ApplyStatus]
   std::vector<std::size_t> lane_queue_depths;                          // tasks waiting per lane
+  // Synthetic events are also counted in `applied` (they go through the tree like any event).
+  ApproximateModeMetrics approximate;
 
   std::uint64_t applied_total() const;
   std::uint64_t applied_with(ApplyStatus status) const;
 };
 
+struct LaneIndexerOptions {
+  std::size_t num_lanes = 1;
+  // Set: approximate mode (routing decisions indexed with a TTL and a size cap). Must validate.
+  std::optional<PruneConfig> prune{};
+  // Read by the pruner and the prune pump; must not go backwards. Injectable for tests.
+  RoutingDecisionPruner::Clock clock = &std::chrono::steady_clock::now;
+  // Longest the prune pump sleeps between checks, whatever the next expiry says (bounds the lag
+  // of a clock that does not follow real time, e.g. a test's manual clock).
+  std::chrono::milliseconds prune_pump_max_sleep{1000};
+};
+
+enum class RoutingDecisionStatus : std::uint8_t {
+  recorded,         // new blocks (if any) queued on the stream's lane, known blocks renewed
+  not_approximate,  // the indexer was built without a PruneConfig: nothing recorded
+  length_mismatch,  // local and sequence hash lists differ in length: nothing recorded
+  offline,
+};
+
+std::string_view to_string(RoutingDecisionStatus status);
+
+class LaneIndexer;
+class ObservationSession;
+class ObservationDrain;
+class SealedObservation;
+
+// Keeps an observation's claim on the indexer; releasing it without a harvest makes every lane
+// drop its buffer (FIFO, without waiting) and lets a new observation begin.
+class ObservationLease {
+ public:
+  ObservationLease(ObservationLease&& other) noexcept;
+  ObservationLease& operator=(ObservationLease&& other) noexcept;
+  ObservationLease(const ObservationLease&) = delete;
+  ObservationLease& operator=(const ObservationLease&) = delete;
+  ~ObservationLease();
+
+ private:
+  friend class LaneIndexer;
+  friend class ObservationSession;
+  friend class ObservationDrain;
+  friend class SealedObservation;
+  ObservationLease(LaneIndexer& indexer, std::shared_ptr<ObservationRun> run)
+      : indexer_(&indexer), run_(std::move(run)) {}
+  void end(bool harvested);
+
+  LaneIndexer* indexer_ = nullptr;
+  std::shared_ptr<ObservationRun> run_;
+};
+
 class LaneIndexer {
  public:
   explicit LaneIndexer(std::size_t num_lanes);
+  // Throws std::invalid_argument if options.prune is set and does not validate (a config bug).
+  explicit LaneIndexer(LaneIndexerOptions options);
   LaneIndexer(const LaneIndexer&) = delete;
   LaneIndexer& operator=(const LaneIndexer&) = delete;
   ~LaneIndexer();
@@ -68,7 +152,8 @@ class LaneIndexer {
   // Queues the event on its stream's lane.
   IndexerStatus enqueue_event(RouterEvent event);
 
-  // FIFO barrier over every lane (blocking).
+  // FIFO barrier over every lane (blocking). In approximate mode it first queues the synthetic
+  // Removed events of everything expired (or over the size cap) by now.
   IndexerStatus flush();
   // FIFO barrier over the lane of one stream (assigning it if new).
   IndexerStatus flush_stream(WorkerWithDpRank stream);
@@ -80,6 +165,20 @@ class LaneIndexer {
   IndexerStatus remove_worker_dp_rank(WorkerId worker_id, DpRank dp_rank);
   // As remove_worker_dp_rank, then waits until the removal has been applied.
   IndexerStatus reset_worker_dp_rank_and_wait(WorkerId worker_id, DpRank dp_rank);
+
+  // Approximate mode: stores the decision's blocks for `stream` through its lane as if the worker
+  // had reported them, each living options.prune->ttl after the last decision naming it. Returns
+  // without waiting for the lane. Thread-safe.
+  RoutingDecisionStatus process_routing_decision(WorkerWithDpRank stream, std::span<const LocalBlockHash> locals,
+                                                 std::span<const ExternalSequenceBlockHash> sequence);
+  bool approximate() const { return pruner_ != nullptr; }
+  // Blocks the pruner tracks for `stream` (0 when not approximate).
+  std::size_t tracked_blocks(WorkerWithDpRank stream) const;
+
+  // Bench observation. Assigns every planned stream its lane, installs one buffer per lane sized
+  // for the streams it got, and returns when every lane has it. The session must not outlive the
+  // indexer.
+  ObservationOutcome<ObservationSession> begin_observation(ObservationPlan plan);
 
   // Barrier, then the tree as Stored events with event ids renumbered from 0; nullopt if offline.
   std::optional<std::vector<RouterEvent>> dump_events();
@@ -99,13 +198,19 @@ class LaneIndexer {
   ConcurrentRadixTree& tree() { return tree_; }
   const ConcurrentRadixTree& tree() const { return tree_; }
 
-  // Stops and joins every lane after it drains what is queued. Idempotent; the destructor calls it.
+  // Stops the prune pump, then stops and joins every lane after it drains what is queued.
+  // Idempotent; the destructor calls it.
   void shutdown();
 
   // Test hook: makes `lane` throw while running its next task.
   IndexerStatus inject_lane_failure_for_test(LaneId lane);
 
  private:
+  friend class ObservationLease;
+  friend class ObservationSession;
+  friend class ObservationDrain;
+  friend class SealedObservation;
+
   // Counts down as lanes pass a barrier; remembers whether any lane had failed.
   class Completion {
    public:
@@ -120,13 +225,29 @@ class LaneIndexer {
     bool healthy_ = true;
   };
 
-  enum class TaskKind : std::uint8_t { event, barrier, remove_worker, remove_stream, cleanup, fail_for_test, stop };
+  enum class TaskKind : std::uint8_t {
+    event,
+    synthetic_event,  // produced by the pruner
+    observed_event,
+    barrier,
+    remove_worker,
+    remove_stream,
+    cleanup,
+    observe_install,
+    observe_seal,
+    observe_drop,
+    fail_for_test,
+    stop,
+  };
 
   struct LaneTask {
     TaskKind kind = TaskKind::event;
-    RouterEvent event;                      // kind == event
+    RouterEvent event;                      // *_event kinds
     WorkerWithDpRank stream;                // remove_stream; worker_id also for remove_worker
     std::shared_ptr<Completion> completion;  // barrier-like tasks
+    std::shared_ptr<ObservationRun> observation{};  // observe_install
+    std::uint32_t correlation_id = 0;             // observed_event
+    std::uint64_t accepted_ns = 0;                // observed_event
   };
 
   struct Lane {
@@ -139,11 +260,29 @@ class LaneIndexer {
     // Owned by the lane thread only.
     DirectLookup lookup;
     bool failed = false;
+    std::shared_ptr<ObservationRun> observation;  // installed observation, if any
   };
 
   LaneId lane_for(WorkerWithDpRank stream);
   bool push(Lane& lane, LaneTask task);
   IndexerStatus barrier_on(std::span<const LaneId> lanes, TaskKind kind, WorkerWithDpRank stream);
+  // Queues a barrier-like task on `lanes`; wait on the result with finish_barrier.
+  std::shared_ptr<Completion> start_barrier(std::span<const LaneId> lanes, LaneTask task);
+  IndexerStatus finish_barrier(Completion& completion);
+  bool enqueue_synthetic(RouterEvent event);  // the pruner's sink: never waits
+  void collect_expired_into_lanes();
+  void kick_prune_pump();
+  void run_prune_pump();
+  // The lock that orders pruner forgets against decisions, held only in approximate mode.
+  std::unique_lock<std::shared_mutex> exclusive_decision_order();
+  void forget_engine_removal(const RouterEvent& event);
+
+  ObservationOutcome<ObservedReceipt> enqueue_observed(const ObservationRun& run, RouterEvent event,
+                                                       std::uint32_t correlation_id);
+  bool observation_barrier(TaskKind kind, const std::shared_ptr<ObservationRun>& run);
+  void end_observation(bool harvested);
+
+  ApplyResult apply_counted(Lane& lane, const RouterEvent& event);
   void maybe_schedule_cleanup(LaneId lane);
   void run_lane(Lane& lane);
   void run_task(Lane& lane, LaneTask& task);
@@ -161,10 +300,69 @@ class LaneIndexer {
   std::array<std::array<std::atomic<std::uint64_t>, LaneIndexerMetrics::kStatuses>, LaneIndexerMetrics::kKinds>
       applied_{};
 
+  // Approximate mode (all null / idle otherwise).
+  const LaneIndexerOptions options_;
+  std::unique_ptr<RoutingDecisionPruner> pruner_;
+  mutable std::shared_mutex decision_order_mutex_;
+  std::thread prune_pump_;
+  std::mutex pump_mutex_;
+  std::condition_variable pump_wake_;
+  bool pump_stop_ = false;  // guarded by pump_mutex_
+  bool pump_kick_ = false;  // guarded by pump_mutex_
+  std::atomic<std::uint64_t> decisions_recorded_{0};
+  std::atomic<std::uint64_t> decisions_rejected_{0};
+  std::atomic<std::uint64_t> synthetic_stored_{0};
+  std::atomic<std::uint64_t> synthetic_removed_{0};
+  std::atomic<std::uint64_t> synthetic_not_applied_{0};
+  std::atomic<std::uint64_t> blocks_pruned_{0};
+
+  std::atomic<bool> observation_active_{false};
+
   std::atomic<bool> offline_{false};
   std::once_flag failure_logged_;
   std::mutex shutdown_mutex_;
   bool shut_down_ = false;  // guarded by shutdown_mutex_
+};
+
+// An observation accepting events. enqueue_observed may be called from several producer threads.
+class ObservationSession {
+ public:
+  // Queues `event` on its stream's lane (the stream must be in the plan); the lane records
+  // {correlation_id, accepted_ns, applied_ns} once it has applied it.
+  ObservationOutcome<ObservedReceipt> enqueue_observed(RouterEvent event, std::uint32_t correlation_id) const;
+  // Ends the producing phase and notes each lane's queue depth at that moment.
+  ObservationDrain close_observed_producers() &&;
+
+ private:
+  friend class LaneIndexer;
+  explicit ObservationSession(ObservationLease lease) : lease_(std::move(lease)) {}
+  ObservationLease lease_;
+};
+
+class ObservationDrain {
+ public:
+  // FIFO barrier on every lane: each notes when it reached it, i.e. finished every observed event.
+  ObservationOutcome<SealedObservation> seal() &&;
+
+ private:
+  friend class ObservationSession;
+  explicit ObservationDrain(ObservationLease lease) : lease_(std::move(lease)) {}
+  ObservationLease lease_;
+};
+
+class SealedObservation {
+ public:
+  const std::vector<ObservationSeal>& seals() const { return seals_; }
+  std::uint64_t latest_seal_ns() const;
+  // Takes the buffers back from the lanes and ends the observation.
+  ObservationOutcome<ObservationSnapshot> harvest() &&;
+
+ private:
+  friend class ObservationDrain;
+  SealedObservation(ObservationLease lease, std::vector<ObservationSeal> seals)
+      : lease_(std::move(lease)), seals_(std::move(seals)) {}
+  ObservationLease lease_;
+  std::vector<ObservationSeal> seals_;
 };
 
 }  // namespace kvidx

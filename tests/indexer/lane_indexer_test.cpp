@@ -2,6 +2,8 @@
 // tests and seed 002's lane-assignment tests), plus the lane failure path. Same names and numbers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <vector>
 
@@ -409,5 +411,111 @@ TEST_CASE("a failed lane reports the indexer offline instead of hanging callers"
   CHECK(indexer.enqueue_event(make_store_event(2, {2})) == IndexerStatus::offline);
   CHECK_FALSE(indexer.dump_events().has_value());
   // Reads keep working on what was applied before the failure.
+  assert_score(indexer, {1}, worker(1), 1);
+}
+
+// ---- seed 002: bench observation ----
+
+TEST_CASE("observed_events_use_fixed_worker_buffers_and_fifo_seals") {
+  LaneIndexer indexer(2);
+  ObservationPlan plan;
+  plan.epoch = std::chrono::steady_clock::now();
+  plan.expected_events_by_stream = {{worker(1), 1}, {worker(2), 1}};
+  auto observation = indexer.begin_observation(plan);
+  REQUIRE(observation.ok());
+
+  const auto first = observation->enqueue_observed(make_store_event(1, {11}), 10);
+  const auto second = observation->enqueue_observed(make_store_event(2, {22}), 20);
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  CHECK(first->lane != second->lane);
+
+  auto sealed = std::move(observation).value().close_observed_producers().seal();
+  REQUIRE(sealed.ok());
+  CHECK(sealed->latest_seal_ns() >= first->accepted_ns);
+  auto snapshot = std::move(sealed).value().harvest();
+  REQUIRE(snapshot.ok());
+  CHECK(snapshot->buffers.size() == 2);
+  for (const auto& buffer : snapshot->buffers) CHECK_FALSE(buffer.overflowed());
+  std::vector<std::uint32_t> ids;
+  for (const auto& buffer : snapshot->buffers) {
+    for (const auto& record : buffer.records()) ids.push_back(record.correlation_id);
+  }
+  std::sort(ids.begin(), ids.end());
+  CHECK(ids == std::vector<std::uint32_t>{10, 20});
+}
+
+// ---- kvidx: observation beyond the reference's test ----
+
+TEST_CASE("observed records are stamped in order and a full buffer counts what it drops") {
+  LaneIndexer indexer(2);
+  ObservationPlan plan;
+  plan.expected_events_by_stream = {{worker(1), 2}, {worker(2), 1}};
+  auto observation = indexer.begin_observation(plan);
+  REQUIRE(observation.ok());
+  CHECK(indexer.begin_observation(plan).error() == ObservationError::already_active);
+  CHECK(observation->enqueue_observed(make_store_event(3, {1}), 99).error() == ObservationError::unknown_stream);
+
+  REQUIRE(observation->enqueue_observed(make_store_event(1, {1}), 1).ok());
+  REQUIRE(observation->enqueue_observed(make_store_event_with_parent(1, {1}, {2}), 2).ok());
+  REQUIRE(observation->enqueue_observed(make_store_event(2, {5}), 3).ok());
+  REQUIRE(observation->enqueue_observed(make_store_event_with_parent(2, {5}, {6}), 4).ok());  // over plan
+
+  auto drain = std::move(observation).value().close_observed_producers();
+  auto sealed = std::move(drain).seal();
+  REQUIRE(sealed.ok());
+  const std::vector<ObservationSeal> seals = sealed->seals();
+  auto snapshot = std::move(sealed).value().harvest();
+  REQUIRE(snapshot.ok());
+
+  const LaneId lane1 = *indexer.assigned_lane(worker(1));
+  const LaneId lane2 = *indexer.assigned_lane(worker(2));
+  const auto& buffer1 = snapshot->buffers[lane1];
+  const auto& buffer2 = snapshot->buffers[lane2];
+  CHECK(buffer1.capacity() == 2);
+  CHECK(buffer2.capacity() == 1);
+  CHECK_FALSE(buffer1.overflowed());
+  CHECK(buffer2.overflowed());
+  CHECK(buffer2.dropped() == 1);
+  REQUIRE(buffer1.records().size() == 2);
+  CHECK(buffer1.records()[0].correlation_id == 1);  // FIFO per lane
+  CHECK(buffer1.records()[1].correlation_id == 2);
+  for (const auto* buffer : {&buffer1, &buffer2}) {
+    for (const auto& record : buffer->records()) {
+      CHECK(record.applied_ns >= record.accepted_ns);
+      CHECK(seals[buffer->lane()].sealed_ns >= record.applied_ns);
+    }
+  }
+  // Observed events are applied like any other.
+  assert_score(indexer, {1, 2}, worker(1), 2);
+  assert_score(indexer, {5, 6}, worker(2), 2);
+  CHECK(indexer.metrics().applied_with(ApplyStatus::ok) == 4);
+  // The observation is over: a new one may begin.
+  CHECK(indexer.begin_observation(plan).ok());
+}
+
+TEST_CASE("an abandoned observation releases the indexer and bad plans are refused") {
+  LaneIndexer indexer(2);
+  CHECK(indexer.begin_observation(ObservationPlan{}).error() == ObservationError::empty_plan);
+  ObservationPlan duplicated;
+  duplicated.expected_events_by_stream = {{worker(1), 1}, {worker(1), 1}};
+  CHECK(indexer.begin_observation(duplicated).error() == ObservationError::duplicate_stream);
+
+  ObservationPlan plan;
+  plan.expected_events_by_stream = {{worker(1), 4}};
+  {
+    auto observation = indexer.begin_observation(plan);
+    REQUIRE(observation.ok());
+    REQUIRE(observation->enqueue_observed(make_store_event(1, {1}), 1).ok());
+  }  // dropped without a harvest
+  auto again = indexer.begin_observation(plan);
+  REQUIRE(again.ok());
+  auto sealed = std::move(again).value().close_observed_producers().seal();
+  REQUIRE(sealed.ok());
+  auto snapshot = std::move(sealed).value().harvest();
+  REQUIRE(snapshot.ok());
+  // NOTE: the first observation's record went to its own run; the new buffers start empty.
+  for (const auto& buffer : snapshot->buffers) CHECK(buffer.records().empty());
+  flush_and_settle(indexer);
   assert_score(indexer, {1}, worker(1), 1);
 }
