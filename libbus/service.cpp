@@ -173,6 +173,16 @@ struct KvidxService::Impl {
       for (const auto& s : core_subs) dropped += s.dropped();
       return static_cast<double>(dropped);
     });
+    // What the tree did with the events the lanes applied (unknown parents, removals of unknown
+    // blocks and malformed events are counted here, not dead-lettered: they are valid JSON).
+    const char* statuses[] = {"ok", "parent_not_found", "block_not_found", "invalid"};
+    for (std::size_t k = 0; k < LaneIndexerMetrics::kKinds; ++k) {
+      for (std::size_t st = 0; st < LaneIndexerMetrics::kStatuses; ++st) {
+        metrics.gauge_callback("kvidx_tree_apply_total", "Events applied by the tree, by type and outcome",
+                               {{"type", kinds[k]}, {"status", statuses[st]}},
+                               [this, k, st] { return static_cast<double>(indexer.metrics().applied[k][st]); });
+      }
+    }
     metrics.gauge_callback("kvidx_up", "1 while ingest is healthy", {}, [this] { return healthy.load() ? 1.0 : 0.0; });
   }
 
@@ -474,7 +484,7 @@ struct KvidxService::Impl {
 
   void on_scores(Message msg) {
     const auto t0 = Clock::now();
-    auto request = decode_score_request(msg.data());
+    auto request = decode_score_request(msg.data(), config.query_limits);
     if (!request.ok()) {
       reply(msg, encode_error_reply({"bad_request", request.error().message()}));
     } else {
@@ -513,6 +523,9 @@ struct KvidxService::Impl {
                 {"restored_sequence", s.restored_sequence},
                 {"history_trimmed", s.history_trimmed},
                 {"snapshots_written", s.snapshots_written},
+                {"apply_parent_not_found", indexer.metrics().applied_with(ApplyStatus::parent_not_found)},
+                {"apply_block_not_found", indexer.metrics().applied_with(ApplyStatus::block_not_found)},
+                {"apply_invalid", indexer.metrics().applied_with(ApplyStatus::invalid)},
                 {"active_requests", load.live_requests()}};
   }
 

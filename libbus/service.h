@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "libbus/codec/event_codec.h"
+#include "libbus/codec/query_codec.h"
 #include "libbus/nats_error.h"
 
 namespace kvidx {
@@ -69,7 +70,8 @@ struct ServiceConfig {
   std::size_t max_inflight_events = 1u << 17;
   bool clear_on_gap = false;  // re-sync: clear a stream's blocks when a gap is seen
   bool serve_queries = true;
-  DecodeLimits limits;
+  DecodeLimits limits;        // event messages: bytes, blocks per event, batch size, nesting
+  QueryLimits query_limits;  // kv.query.scores requests: bytes, hashes (query length), nesting
 };
 
 // Counters since start (also exported as Prometheus metrics).

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -35,7 +36,41 @@ struct ServeFlags {
   std::size_t max_inflight = 1u << 17;
   bool clear_on_gap = false;
   bool no_restore = false;
+  // Input limits (DecodeLimits for event messages, QueryLimits for score queries).
+  std::size_t max_message_bytes = DecodeLimits{}.max_message_bytes;
+  std::size_t max_blocks_per_event = DecodeLimits{}.max_blocks_per_event;
+  std::size_t max_events_per_message = DecodeLimits{}.max_events_per_batch;
+  std::size_t max_query_hashes = QueryLimits{}.max_hashes;
+  bool check_config = false;
+  std::string config_file;
 };
+
+// `--config FILE`: the file's keys are the long flags (`lanes = 8`, `snapshot-interval = "30s"`,
+// `subject = ["a.>"]`); flags given on the command line win. Unknown keys and bad values are usage
+// errors (CLI::ParseError).
+// NOTE: not CLI11's set_config: CLI11 2.1 (Debian 12) only reads the config of the root app, so a
+// subcommand's config file was silently ignored.
+void apply_config_file(CLI::App& cmd, const std::string& path) {
+  std::vector<CLI::ConfigItem> items;
+  try {
+    items = CLI::ConfigTOML().from_file(path);
+  } catch (const CLI::FileError&) {
+    throw CLI::FileError::Missing(path);
+  }
+  for (const CLI::ConfigItem& item : items) {
+    if (item.name == "++" || item.name == "--") continue;  // section markers
+    if (!item.parents.empty()) throw CLI::ConfigError("unexpected section in " + path + ": " + item.fullname());
+    std::string name = item.name;
+    std::replace(name.begin(), name.end(), '_', '-');
+    CLI::Option* opt = cmd.get_option_no_throw("--" + name);
+    if (opt == nullptr || name == "config" || name == "check-config" || name == "help") {
+      throw CLI::ConfigError("unknown key '" + item.name + "' in " + path);
+    }
+    if (opt->count() > 0) continue;  // the command line wins
+    opt->add_result(item.inputs);
+    opt->run_callback();  // validates (ranges) and stores the value
+  }
+}
 
 // "30s", "500ms", "2m", "0" -> milliseconds; nullopt when malformed.
 std::optional<std::chrono::milliseconds> parse_duration(const std::string& text) {
@@ -91,6 +126,28 @@ int run_serve(const ServeFlags& flags) {
   config.max_inflight_events = flags.max_inflight;
   config.clear_on_gap = flags.clear_on_gap;
   config.restore_snapshot = !flags.no_restore;
+  config.limits.max_message_bytes = flags.max_message_bytes;
+  config.limits.max_blocks_per_event = flags.max_blocks_per_event;
+  config.limits.max_events_per_batch = flags.max_events_per_message;
+  config.query_limits.max_message_bytes = flags.max_message_bytes;
+  config.query_limits.max_hashes = flags.max_query_hashes;
+  if (!flags.metrics.empty() && flags.metrics != "off") {
+    std::string host;
+    std::uint16_t port = 0;
+    if (!bus::parse_host_port(flags.metrics, host, port)) {
+      std::fprintf(stderr, "kvidx: error: bad --metrics '%s' (expected HOST:PORT or off)\n", flags.metrics.c_str());
+      return kExitUsage;
+    }
+  }
+  if (flags.check_config) {
+    // NOTE: parse and validate only (deployment checks, e.g. the docker-compose config): no NATS.
+    std::printf("config ok: nats %s, mode %s, %zu lanes, prefix '%s', durable '%s', metrics %s, "
+                "max message bytes %zu, max blocks per event %zu, max events per message %zu, max query hashes %zu\n",
+                config.nats_url.c_str(), flags.mode.c_str(), config.lanes, config.subject_prefix.c_str(),
+                config.durable.c_str(), flags.metrics.c_str(), config.limits.max_message_bytes,
+                config.limits.max_blocks_per_event, config.limits.max_events_per_batch, config.query_limits.max_hashes);
+    return kExitOk;
+  }
 
   install_interrupt_handlers();
   bus::KvidxService service(config);
@@ -141,7 +198,7 @@ int run_serve(const ServeFlags& flags) {
 void add_serve_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<ServeFlags>();
   auto* cmd = app.add_subcommand("serve", "Consume KV events from NATS, keep the index, answer score queries");
-  cmd->set_config("--config", "", "Read serve flags from a TOML/INI file");
+  cmd->add_option("--config", flags->config_file, "Read serve flags from a TOML/INI file (keys: the long flags)");
   cmd->add_option("--nats", flags->nats, "NATS server URL")->capture_default_str();
   cmd->add_option("--mode", flags->mode, "jetstream (durable, acked after apply) or core (best effort)")
       ->capture_default_str();
@@ -161,7 +218,24 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--clear-on-gap", flags->clear_on_gap, "On an event_id gap, clear that stream's blocks (re-sync)");
   cmd->add_flag("--no-restore", flags->no_restore, "Ignore saved snapshots and replay the whole stream");
-  cmd->callback([flags, &exit_code] { exit_code = run_serve(*flags); });
+  cmd->add_option("--max-message-bytes", flags->max_message_bytes,
+                  "Largest event message or score query accepted (larger: dead letter / bad_request)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{64}, std::size_t{1} << 30));
+  cmd->add_option("--max-blocks-per-event", flags->max_blocks_per_event, "Most blocks one Stored/Removed event may carry")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26));
+  cmd->add_option("--max-events-per-message", flags->max_events_per_message, "Most events one batch message may carry")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24));
+  cmd->add_option("--max-query-hashes", flags->max_query_hashes, "Most local_hashes per score query (token_ids: 64 x this)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26));
+  cmd->add_flag("--check-config", flags->check_config, "Parse and validate the flags / config file, print them, exit 0");
+  cmd->callback([cmd, flags, &exit_code] {
+    if (!flags->config_file.empty()) apply_config_file(*cmd, flags->config_file);
+    exit_code = run_serve(*flags);
+  });
 }
 
 }  // namespace kvidx::cli
