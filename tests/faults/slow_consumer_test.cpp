@@ -134,7 +134,7 @@ TEST_CASE("faults: slow consumer (--lanes 1) under a burst keeps RSS bounded and
 }
 
 TEST_SUITE("long") {
-TEST_CASE("faults long: slow consumer, publisher at full speed for 30 s") {
+TEST_CASE("faults long: slow consumer with the publisher at full speed for 30 s") {
   run_slow_consumer(12000, std::chrono::seconds(30));
 }
 }
