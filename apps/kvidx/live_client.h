@@ -1,0 +1,49 @@
+// The CLI's side of a running kvidx: request/reply on <prefix>.query.* and <prefix>.admin.*, and
+// the chunked dump protocol. Errors are printed as one line; the caller returns `exit_code`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "libindexer/protocol.h"
+
+namespace CLI {
+class App;
+}
+
+namespace kvidx::cli {
+
+struct LiveFlags {
+  std::string nats_url;
+  std::string prefix = "kv";
+  double timeout_s = 5;
+};
+
+// Adds --nats (optional), --subject-prefix, --timeout.
+void add_live_flags(CLI::App& cmd, LiveFlags& flags);
+
+class LiveClient {
+ public:
+  ~LiveClient();
+  LiveClient(LiveClient&&) noexcept;
+  LiveClient& operator=(LiveClient&&) noexcept;
+
+  // Connects; on failure prints why and sets exit_code (kExitUnreachable).
+  static std::optional<LiveClient> connect(const LiveFlags& flags, const char* command, int& exit_code);
+
+  // One request/reply on <prefix>.<suffix> ("query.scores", "admin.stats", ...); the reply body,
+  // or nullopt with the error printed and exit_code set. An {"error": ...} reply is returned as is.
+  std::optional<std::string> request(const std::string& suffix, const std::string& body, int& exit_code);
+  // The whole index as Stored events via <prefix>.admin.dump (chunks until the end marker).
+  std::optional<std::vector<RouterEvent>> dump(int& exit_code);
+
+ private:
+  struct Impl;
+  explicit LiveClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvidx::cli

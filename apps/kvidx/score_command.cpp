@@ -1,0 +1,108 @@
+// kvidx score: ask a running kvidx for the overlap scores of one block sequence and print the
+// reply (the JSON of schemas/score-query-reply.schema.json) on stdout.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "apps/kvidx/commands.h"
+#include "apps/kvidx/exit_codes.h"
+#include "apps/kvidx/live_client.h"
+
+namespace kvidx::cli {
+namespace {
+
+struct ScoreFlags {
+  LiveFlags live;
+  std::vector<std::uint64_t> hashes;
+  std::string tokens_file;
+  std::uint32_t block_size = 0;
+  std::string lora_name;
+  bool early_exit = false;
+};
+
+// Token ids from a file: a JSON array, or numbers separated by whitespace or commas.
+bool read_tokens(const std::string& path, std::vector<std::uint32_t>& tokens, std::string& error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = path + ": cannot open";
+    return false;
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string text = buffer.str();
+  for (char& c : text) {
+    if (c == ',' || c == '[' || c == ']') c = ' ';
+  }
+  std::istringstream numbers(text);
+  std::string word;
+  while (numbers >> word) {
+    try {
+      std::size_t used = 0;
+      const unsigned long long value = std::stoull(word, &used);
+      if (used != word.size() || value > 0xFFFFFFFFull) throw std::out_of_range(word);
+      tokens.push_back(static_cast<std::uint32_t>(value));
+    } catch (const std::exception&) {
+      error = fmt::format("{}: '{}' is not a u32 token id", path, word);
+      return false;
+    }
+  }
+  return true;
+}
+
+int run_score(const ScoreFlags& flags) {
+  nlohmann::json request;
+  if (!flags.tokens_file.empty()) {
+    std::vector<std::uint32_t> tokens;
+    std::string error;
+    if (!read_tokens(flags.tokens_file, tokens, error)) {
+      std::fprintf(stderr, "kvidx score: %s\n", error.c_str());
+      return kExitUsage;
+    }
+    request = {{"token_ids", tokens}, {"block_size", flags.block_size}};
+    if (!flags.lora_name.empty()) request["lora_name"] = flags.lora_name;
+  } else {
+    request = {{"local_hashes", flags.hashes}};
+  }
+  if (flags.early_exit) request["early_exit"] = true;
+  int exit_code = kExitOk;
+  auto client = LiveClient::connect(flags.live, "score", exit_code);
+  if (!client) return exit_code;
+  auto reply = client->request("query.scores", request.dump(), exit_code);
+  if (!reply) return exit_code;
+  std::cout << *reply << '\n';
+  return reply->find("\"error\"") == std::string::npos ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+void add_score_command(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<ScoreFlags>();
+  auto* cmd = app.add_subcommand("score", "Ask a running kvidx for overlap scores of a block sequence");
+  add_live_flags(*cmd, flags->live);
+  cmd->get_option("--nats")->required();
+  auto* hashes = cmd->add_option("--hashes", flags->hashes, "Local block hashes, comma separated")->delimiter(',');
+  auto* tokens = cmd->add_option("--tokens-file", flags->tokens_file, "Token ids (JSON array or whitespace separated)");
+  cmd->add_option("--block-size", flags->block_size, "Tokens per block (with --tokens-file)")->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--lora-name", flags->lora_name, "LoRA adapter name salting the block hashes (with --tokens-file)");
+  cmd->add_flag("--early-exit", flags->early_exit, "Stop matching once a single worker remains");
+  hashes->excludes(tokens);
+  tokens->needs("--block-size");
+  cmd->footer(
+      "Examples: kvidx score --nats nats://127.0.0.1:4222 --hashes 1,2,3\n"
+      "          kvidx score --nats nats://127.0.0.1:4222 --tokens-file prompt.json --block-size 16");
+  cmd->callback([flags, &exit_code] {
+    if (flags->hashes.empty() && flags->tokens_file.empty()) {
+      std::fprintf(stderr, "kvidx score: give --hashes or --tokens-file with --block-size\n");
+      exit_code = kExitUsage;
+      return;
+    }
+    exit_code = run_score(*flags);
+  });
+}
+
+}  // namespace kvidx::cli
