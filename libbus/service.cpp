@@ -17,6 +17,7 @@
 #include "libbus/nats_jetstream.h"
 #include "libbus/snapshot_store.h"
 #include "libbus/subjects.h"
+#include "libindexer/hashing.h"
 #include "libindexer/active_load.h"
 #include "libindexer/lane_indexer.h"
 #include "libindexer/stream_sequencer.h"
@@ -35,7 +36,7 @@ struct KvidxService::Impl {
   explicit Impl(ServiceConfig c)
       : config(std::move(c)),
         subjects(config.subject_prefix),
-        indexer(config.lanes == 0 ? 1 : config.lanes),
+        indexer(LaneIndexerOptions{config.lanes == 0 ? 1 : config.lanes, config.approximate}),
         sequencer(StreamSequencerOptions{0, config.clear_on_gap}) {
     register_metrics();
   }
@@ -632,6 +633,40 @@ struct KvidxService::Impl {
     send(Json{{"end", true}, {"events", events->size()}, {"chunks", chunks}}.dump(), "end");
   }
 
+  // <prefix>.routing.decisions (approximate mode): the router's choice for one request,
+  //   {"worker_id":u64, "dp_rank"?:u32, "local_hashes":[u64...], "sequence_hashes"?:[u64...]}
+  // sequence_hashes default to the chain of local_hashes (hashing.h). A reply, when asked for, is
+  // {"ok":true} or an error reply.
+  void on_routing_decision(Message msg) {
+    std::string problem;
+    try {
+      const Json doc = Json::parse(msg.data());
+      const WorkerWithDpRank stream{doc.at("worker_id").get<WorkerId>(), doc.value("dp_rank", DpRank{0})};
+      std::vector<LocalBlockHash> locals;
+      for (const auto& h : doc.at("local_hashes")) locals.push_back(LocalBlockHash{h.get<std::uint64_t>()});
+      std::vector<ExternalSequenceBlockHash> sequence;
+      if (auto it = doc.find("sequence_hashes"); it != doc.end()) {
+        for (const auto& h : *it) sequence.push_back(ExternalSequenceBlockHash{h.get<std::uint64_t>()});
+      } else {
+        sequence = compute_sequence_hashes(locals);
+      }
+      switch (indexer.process_routing_decision(stream, locals, sequence)) {
+        case RoutingDecisionStatus::recorded: break;
+        case RoutingDecisionStatus::length_mismatch: problem = "local_hashes and sequence_hashes differ in length"; break;
+        case RoutingDecisionStatus::not_approximate: problem = "approximate mode is off"; break;
+        case RoutingDecisionStatus::offline: problem = "indexer offline"; break;
+      }
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+    if (!problem.empty()) {
+      spdlog::warn("routing decision rejected: {}", problem);
+      reply(msg, encode_error_reply({"bad_request", problem}));
+      return;
+    }
+    reply(msg, R"({"ok":true})");
+  }
+
   // kv.requests.<worker_id> lifecycle messages (ActiveLoad):
   //   {"op":"admit","request_id":"r","dp_rank"?:0,"block_hashes":[u64...]}
   //   {"op":"output","request_id":"r","block_hash":u64}
@@ -803,6 +838,13 @@ struct KvidxService::Impl {
     query_subs.push_back(std::move(removal).value());
     // NOTE: lifecycle messages update shared load state; every replica must see them, so they are
     // a plain subscription, not the queue group.
+    if (config.approximate) {
+      // NOTE: like events, decisions change every replica's index: a plain subscription.
+      auto decisions = query_conn.subscribe(subjects.routing_decisions(),
+                                            [this](Message m) { on_routing_decision(std::move(m)); });
+      if (!decisions.ok()) return decisions.error();
+      query_subs.push_back(std::move(decisions).value());
+    }
     auto lifecycle = query_conn.subscribe(subjects.requests_wildcard(),
                                           [this](Message m) { on_request_lifecycle(std::move(m)); });
     if (!lifecycle.ok()) return lifecycle.error();

@@ -29,12 +29,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "libbus/codec/event_codec.h"
 #include "libbus/codec/query_codec.h"
 #include "libbus/nats_error.h"
+#include "libindexer/prune_config.h"
 
 namespace kvidx {
 class LaneIndexer;
@@ -72,6 +74,9 @@ struct ServiceConfig {
   bool serve_queries = true;
   DecodeLimits limits;        // event messages: bytes, blocks per event, batch size, nesting
   QueryLimits query_limits;  // kv.query.scores requests: bytes, hashes (query length), nesting
+  // Set: approximate mode. Routing decisions on <prefix>.routing.decisions are indexed as if the
+  // worker had reported the blocks, with a TTL and a size cap (PruneConfig).
+  std::optional<PruneConfig> approximate;
 };
 
 // Counters since start (also exported as Prometheus metrics).

@@ -16,6 +16,7 @@
 #include "apps/kvidx/interrupt.h"
 #include "libbus/http_server.h"
 #include "libbus/service.h"
+#include "libindexer/prune_config.h"
 #include "libbus/subjects.h"
 
 namespace kvidx::cli {
@@ -41,6 +42,14 @@ struct ServeFlags {
   std::size_t max_blocks_per_event = DecodeLimits{}.max_blocks_per_event;
   std::size_t max_events_per_message = DecodeLimits{}.max_events_per_batch;
   std::size_t max_query_hashes = QueryLimits{}.max_hashes;
+  // Approximate mode: index routing decisions with a TTL (off unless --approximate).
+  bool approximate = false;
+  std::string approximate_ttl = "120s";
+  std::size_t max_tree_size = PruneConfig{}.max_tree_size;
+  double prune_target_ratio = PruneConfig{}.prune_target_ratio;
+  // Retention of the events stream (0: unlimited).
+  std::string stream_max_age = "0";
+  std::int64_t stream_max_bytes = 0;
   bool check_config = false;
   std::string config_file;
 };
@@ -115,6 +124,26 @@ int run_serve(const ServeFlags& flags) {
     std::fprintf(stderr, "kvidx: error: --durable must be non-empty and contain no '.'\n");
     return kExitUsage;
   }
+  const auto ttl = parse_duration(flags.approximate_ttl);
+  const auto max_age = parse_duration(flags.stream_max_age);
+  if (!ttl || !max_age) {
+    std::fprintf(stderr, "kvidx: error: bad duration in --approximate-ttl '%s' or --stream-max-age '%s'\n",
+                 flags.approximate_ttl.c_str(), flags.stream_max_age.c_str());
+    return kExitUsage;
+  }
+  if (flags.approximate) {
+    PruneConfig prune;
+    prune.ttl = *ttl;
+    prune.max_tree_size = flags.max_tree_size;
+    prune.prune_target_ratio = flags.prune_target_ratio;
+    if (auto problem = prune.validate()) {
+      std::fprintf(stderr, "kvidx: error: approximate mode: %s\n", problem->c_str());
+      return kExitUsage;
+    }
+    config.approximate = prune;
+  }
+  config.stream_max_age = *max_age;
+  config.stream_max_bytes = flags.stream_max_bytes;
   config.lanes = flags.lanes;
   config.subject_prefix = flags.subject_prefix;
   config.extra_subjects = flags.subjects;
@@ -231,6 +260,19 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-query-hashes", flags->max_query_hashes, "Most local_hashes per score query (token_ids: 64 x this)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26));
+  cmd->add_flag("--approximate", flags->approximate,
+                "Approximate mode: index routing decisions (<prefix>.routing.decisions) with a TTL");
+  cmd->add_option("--approximate-ttl", flags->approximate_ttl, "How long a routed block stays indexed")
+      ->capture_default_str();
+  cmd->add_option("--max-tree-size", flags->max_tree_size, "Approximate mode: blocks tracked before pruning")
+      ->capture_default_str();
+  cmd->add_option("--prune-target-ratio", flags->prune_target_ratio, "Approximate mode: prune down to this share")
+      ->capture_default_str();
+  cmd->add_option("--stream-max-age", flags->stream_max_age,
+                  "Retention of the events stream (e.g. 24h; 0 = unlimited); keep it well above the snapshot interval")
+      ->capture_default_str();
+  cmd->add_option("--stream-max-bytes", flags->stream_max_bytes, "Retention of the events stream in bytes (0 = unlimited)")
+      ->capture_default_str();
   cmd->add_flag("--check-config", flags->check_config, "Parse and validate the flags / config file, print them, exit 0");
   cmd->callback([cmd, flags, &exit_code] {
     if (!flags->config_file.empty()) apply_config_file(*cmd, flags->config_file);
