@@ -1,0 +1,127 @@
+// The live CLI against a real service: publish → serve; capture records the same stream; score,
+// stats and dump read the service; and an offline replay of the capture equals the live dump.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "replay/event_log_writer.h"
+#include "tests/support/child_process.h"
+#include "tests/support/event_builders.h"
+#include "tests/support/nats_server.h"
+
+using namespace kvidx;
+using namespace kvidx::testing;
+
+namespace {
+
+const std::string kKvidx = built_binary("kvidx");
+
+// (worker, rank, parent, block) holdings of a dump printed as JSON Lines.
+std::set<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>> holdings(const std::string& jsonl) {
+  std::set<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>> out;
+  std::istringstream in(jsonl);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const auto doc = nlohmann::json::parse(line);
+    const auto& stored = doc["event"]["data"]["stored"];
+    std::uint64_t parent = stored["parent_hash"].is_null() ? 0 : stored["parent_hash"].get<std::uint64_t>();
+    for (const auto& block : stored["blocks"]) {
+      const auto hash = block["block_hash"].get<std::uint64_t>();
+      out.emplace(doc["worker_id"].get<std::uint64_t>(), doc["event"]["dp_rank"].get<std::uint64_t>(), parent, hash);
+      parent = hash;
+    }
+  }
+  return out;
+}
+
+bool wait_for(const std::function<bool()>& done, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_SUITE("integration") {
+
+TEST_CASE("capture of a live stream replays to the service's own dump; score and stats read the service") {
+  NatsServer server;
+  TempDir dir;
+  // 40 workers x 2 ranks: chains sharing a system prompt, some removals.
+  {
+    EventLogWriter log(dir.file("events.jsonl"));
+    for (WorkerId w = 1; w <= 40; ++w) {
+      for (DpRank r = 0; r < 2; ++r) {
+        auto e = make_store_event_with_dp_rank(w, {1, 2, 3}, r);
+        e.event.event_id = 0;
+        log.write(e);
+        auto tail = make_store_event_with_parent(w, {1, 2, 3}, {100 + w, 200 + w});
+        tail.event.dp_rank = r;
+        tail.event.event_id = 1;
+        log.write(tail);
+        if (w % 3 == 0) {
+          auto removal = remove_event(w, 2, r, remove_hashes_with_parent({1, 2, 3, 100 + w}, {200 + w}));
+          log.write(removal);
+        }
+      }
+    }
+    REQUIRE(log.close());
+  }
+  ChildProcess serve({kKvidx, "serve", "--nats", server.url(), "--metrics", "off", "--snapshot-interval", "0"},
+                     dir.file("serve.log"));
+  // The service creates the events stream; publish waits for it.
+  REQUIRE(wait_for([&] {
+    return run_command({kKvidx, "stats", "--nats", server.url(), "--timeout", "1"}).exit_code == 0;
+  }, std::chrono::seconds(20)));
+  ChildProcess capture({kKvidx, "capture", "--nats", server.url(), "--out", dir.file("captured.jsonl.gz"),
+                        "--max", "186", "--duration", "30"},
+                       dir.file("capture.log"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let capture subscribe
+  auto published = run_command({kKvidx, "publish", "--nats", server.url(), "--events", dir.file("events.jsonl")});
+  REQUIRE_MESSAGE(published.exit_code == 0, published.err);
+  CHECK(published.err.find("186 events published (jetstream)") != std::string::npos);
+  CHECK(capture.stop(0) >= 0);
+  REQUIRE(wait_for([&] { return !capture.running(); }, std::chrono::seconds(30)));
+
+  // Wait until the service has applied everything (120 streams + 80 tails - removed tails).
+  std::string live;
+  REQUIRE(wait_for([&] {
+    auto dump = run_command({kKvidx, "dump", "--nats", server.url()});
+    live = dump.out;
+    return dump.exit_code == 0 && holdings(live).size() == 80 * 5 - 26 * 1;
+  }, std::chrono::seconds(30)));
+
+  auto offline = run_command({kKvidx, "dump", "--events", dir.file("captured.jsonl.gz")});
+  REQUIRE_MESSAGE(offline.exit_code == 0, offline.err);
+  CHECK(holdings(offline.out) == holdings(live));
+
+  auto score = run_command({kKvidx, "score", "--nats", server.url(), "--hashes", "1,2,3,104,204"});
+  REQUIRE_MESSAGE(score.exit_code == 0, score.err);
+  const auto reply = nlohmann::json::parse(score.out);
+  REQUIRE(reply["scores"].size() == 80);
+  CHECK(reply["scores"][0] == nlohmann::json::parse(R"({"worker_id":1,"dp_rank":0,"score":3})"));
+  CHECK(reply["scores"][6] == nlohmann::json::parse(R"({"worker_id":4,"dp_rank":0,"score":5})"));
+
+  auto stats = run_command({kKvidx, "stats", "--nats", server.url()});
+  REQUIRE_MESSAGE(stats.exit_code == 0, stats.err);
+  const auto s = nlohmann::json::parse(stats.out);
+  CHECK(s["workers"] == 40);
+  CHECK(s["streams"] == 80);
+  CHECK(s["blocks"] == 80 * 5 - 26);
+  CHECK(s["edge_lengths_from"] == "dump");
+
+  CHECK(serve.stop() == 0);  // graceful: drains, final snapshot, exit 0
+  auto unreachable = run_command({kKvidx, "score", "--nats", server.url(), "--hashes", "1", "--timeout", "0.5"});
+  CHECK(unreachable.exit_code == 4);
+}
+
+}  // TEST_SUITE
