@@ -111,16 +111,6 @@ RouterEvent read_router_event(const Json& root, const std::string& path, const D
   return event;
 }
 
-template <class F>
-auto guarded(F&& decode) -> Decoded<decltype(decode())> {
-  try {
-    return decode();
-  } catch (const JsonFieldError& e) {
-    return e.error;
-  } catch (const std::exception& e) {  // NOTE: the boundary promise: nothing escapes decoding.
-    return CodecError{"", std::string("unexpected decoder failure: ") + e.what()};
-  }
-}
 
 void append_u64(std::string& out, std::uint64_t value) {
   char buf[24];

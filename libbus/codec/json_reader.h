@@ -36,4 +36,17 @@ std::uint64_t read_u64(const Json& value, std::string_view path);
 std::uint32_t read_u32(const Json& value, std::string_view path);
 std::string read_string(const Json& value, std::string_view path);
 
+// Runs a decode step and turns any failure into a CodecError: the codec's promise that nothing
+// throws past its boundary is kept here, for every decoder.
+template <class F>
+auto guarded(F&& decode) -> Decoded<decltype(decode())> {
+  try {
+    return decode();
+  } catch (const JsonFieldError& e) {
+    return e.error;
+  } catch (const std::exception& e) {
+    return CodecError{"", std::string("unexpected decoder failure: ") + e.what()};
+  }
+}
+
 }  // namespace kvidx::json_reader

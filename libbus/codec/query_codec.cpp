@@ -12,16 +12,6 @@ namespace {
 
 using namespace json_reader;
 
-template <class F>
-auto guarded(F&& decode) -> Decoded<decltype(decode())> {
-  try {
-    return decode();
-  } catch (const JsonFieldError& e) {
-    return e.error;
-  } catch (const std::exception& e) {  // NOTE: the boundary promise: nothing escapes decoding.
-    return CodecError{"", std::string("unexpected decoder failure: ") + e.what()};
-  }
-}
 
 const Json& require_array(const Json& object, std::string_view key, std::string_view path, std::size_t max) {
   const Json& value = require(object, key, path);
