@@ -34,6 +34,10 @@ LaneIndexer::LaneIndexer(LaneIndexerOptions options) : options_(std::move(option
     lanes_.push_back(std::make_unique<Lane>());
     lanes_.back()->id = id;
   }
+  // NOTE: spdlog's registry is a function-local static inside the (uninstrumented) shared library;
+  // touching it here, before any lane exists, means no two lanes race to construct it on their
+  // first log line (ThreadSanitizer cannot see the library's own guard).
+  spdlog::default_logger_raw();
   // NOTE: threads start only after every Lane exists, so no thread sees a half-built vector.
   for (auto& lane : lanes_) lane->thread = std::thread([this, raw = lane.get()] { run_lane(*raw); });
   if (pruner_) prune_pump_ = std::thread([this] { run_prune_pump(); });
