@@ -3,7 +3,7 @@
 
 KVIDX_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KVIDX_PACKAGES=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   nats-server libnats-dev nlohmann-json3-dev libboost-dev libspdlog-dev libfmt-dev
   doctest-dev libcli11-dev libxxhash-dev libbenchmark-dev zlib1g-dev python3 python3-jsonschema
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
@@ -30,6 +30,11 @@ install_deps() {
 # configure_and_build BUILD_DIR [cmake -D options...] — Ninja, RelWithDebInfo unless overridden.
 configure_and_build() {
   local dir=$1; shift
-  cmake -S "$KVIDX_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  # ccache (when installed) makes rebuilds and extra build dirs with the same flags cheap.
+  local launcher=()
+  if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
+  # Paths relative to the checkout, so clones and build dirs elsewhere share cache entries.
+  export CCACHE_BASEDIR="$KVIDX_ROOT" CCACHE_NOHASHDIR=true
+  cmake -S "$KVIDX_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" "$@" >/dev/null
   cmake --build "$dir" -j "$(nproc)"
 }
