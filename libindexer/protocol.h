@@ -12,6 +12,8 @@
 #include <variant>
 #include <vector>
 
+#include "libindexer/flat_map.h"
+
 namespace kvidx {
 
 using WorkerId = std::uint64_t;
@@ -101,11 +103,12 @@ struct WorkerWithDpRankHasher {
 
 // Result of a score query. Only (worker, rank)s with a score above zero appear in `scores`.
 struct OverlapScores {
-  std::unordered_map<WorkerWithDpRank, std::uint32_t, WorkerWithDpRankHasher> scores;
+  // In no meaningful order (see FlatMap); one entry per stream.
+  FlatMap<WorkerWithDpRank, std::uint32_t> scores;
   // frequencies[d]: number of (worker, rank)s still matching at depth d.
   std::vector<std::size_t> frequencies;
   // Blocks held per (worker, rank) that scored.
-  std::unordered_map<WorkerWithDpRank, std::size_t, WorkerWithDpRankHasher> tree_sizes;
+  FlatMap<WorkerWithDpRank, std::size_t> tree_sizes;
 };
 
 }  // namespace kvidx

@@ -473,8 +473,9 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
   out.tree_sizes.reserve(hits.size());
   for (const auto& hit : hits) {
     const WorkerWithDpRank stream = registry_.stream_of(hit.slot);
-    out.scores.emplace(stream, hit.score);
-    out.tree_sizes.emplace(stream, static_cast<std::size_t>(std::max<std::int64_t>(0, registry_.block_count(hit.slot))));
+    // Each slot appears once in hits, so the results need no lookups.
+    out.scores.append(stream, hit.score);
+    out.tree_sizes.append(stream, static_cast<std::size_t>(std::max<std::int64_t>(0, registry_.block_count(hit.slot))));
     max_score = std::max(max_score, hit.score);
   }
   // frequencies[d] = streams whose match reaches past depth d.

@@ -71,6 +71,7 @@ OverlapScores FlatHashIndex::find_matches(std::span<const LocalBlockHash> query,
   if (query.empty()) return out;
   const auto sequence = compute_sequence_hashes(query);
   std::vector<WorkerWithDpRank> active;
+  std::unordered_map<WorkerWithDpRank, std::uint32_t, WorkerWithDpRankHasher> scores;
   std::shared_lock lock(mutex_);
   for (std::size_t depth = 0; depth < sequence.size(); ++depth) {
     const auto it = blocks_.find(sequence[depth]);
@@ -82,13 +83,14 @@ OverlapScores FlatHashIndex::find_matches(std::span<const LocalBlockHash> query,
       std::erase_if(active, [&](WorkerWithDpRank w) { return std::find(holders.begin(), holders.end(), w) == holders.end(); });
     }
     if (active.empty()) break;
-    for (const auto w : active) out.scores[w] = static_cast<std::uint32_t>(depth + 1);
+    for (const auto w : active) scores[w] = static_cast<std::uint32_t>(depth + 1);
     out.frequencies.push_back(active.size());
     if (early_exit && active.size() == 1) break;
   }
-  for (const auto& [stream, score] : out.scores) {
+  for (const auto& [stream, score] : scores) {
+    out.scores.append(stream, score);
     const auto it = per_stream_.find(stream);
-    out.tree_sizes.emplace(stream, it == per_stream_.end() ? 0 : it->second.size());
+    out.tree_sizes.append(stream, it == per_stream_.end() ? 0 : it->second.size());
   }
   return out;
 }

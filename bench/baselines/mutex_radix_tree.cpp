@@ -107,19 +107,21 @@ void MutexRadixTree::release_locked(Node* node, WorkerWithDpRank stream) {
 
 OverlapScores MutexRadixTree::find_matches(std::span<const LocalBlockHash> query, bool early_exit) const {
   OverlapScores out;
+  std::unordered_map<WorkerWithDpRank, std::uint32_t, WorkerWithDpRankHasher> scores;
   std::lock_guard lock(mutex_);
   const Node* node = root_.get();
   for (const LocalBlockHash local : query) {
     const auto it = node->children.find(local);
     if (it == node->children.end()) break;
     node = it->second.get();
-    for (const auto& holder : node->holders) ++out.scores[holder];
+    for (const auto& holder : node->holders) ++scores[holder];
     out.frequencies.push_back(node->holders.size());
     if (early_exit && node->holders.size() == 1) break;
   }
-  for (const auto& [stream, score] : out.scores) {
+  for (const auto& [stream, score] : scores) {
+    out.scores.append(stream, score);
     const auto it = lookups_.find(stream);
-    out.tree_sizes.emplace(stream, it == lookups_.end() ? 0 : it->second.size());
+    out.tree_sizes.append(stream, it == lookups_.end() ? 0 : it->second.size());
   }
   return out;
 }
