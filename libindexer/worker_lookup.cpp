@@ -25,7 +25,7 @@ void WorkerLookup::rehash(std::size_t new_capacity) {
   }
 }
 
-void WorkerLookup::insert_or_assign(ExternalSequenceBlockHash hash, NodeRef node, std::uint32_t depth) {
+void WorkerLookup::insert_or_assign(ExternalSequenceBlockHash hash, const NodeRef& node, std::uint32_t depth) {
   // Keep the load factor at or below 3/4 so probe runs stay short.
   if ((size_ + 1) * 4 > buckets_.size() * 3) rehash(buckets_.empty() ? 16 : buckets_.size() * 2);
   const std::size_t mask = buckets_.size() - 1;
@@ -33,12 +33,13 @@ void WorkerLookup::insert_or_assign(ExternalSequenceBlockHash hash, NodeRef node
     Bucket& bucket = buckets_[i];
     if (!bucket.entry.node) {
       bucket.key = hash.value;
-      bucket.entry = LookupEntry{std::move(node), depth};
+      bucket.entry = LookupEntry{node, depth};
       ++size_;
       return;
     }
     if (bucket.key == hash.value) {
-      bucket.entry = LookupEntry{std::move(node), depth};
+      if (bucket.entry.node != node) bucket.entry.node = node;
+      bucket.entry.depth = depth;
       return;
     }
   }

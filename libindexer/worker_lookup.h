@@ -27,7 +27,9 @@ class WorkerLookup {
   bool empty() const { return size_ == 0; }
 
   const LookupEntry* find(ExternalSequenceBlockHash hash) const;
-  void insert_or_assign(ExternalSequenceBlockHash hash, NodeRef node, std::uint32_t depth);
+  // NOTE: takes the node by reference and copies it only when the entry changes: re-storing a held
+  // block then costs no reference-count traffic on a node other lanes are touching too.
+  void insert_or_assign(ExternalSequenceBlockHash hash, const NodeRef& node, std::uint32_t depth);
   bool erase(ExternalSequenceBlockHash hash);
   void clear();
 
