@@ -77,6 +77,8 @@ struct KvidxService::Impl {
   std::uint64_t dispatched_sequence = 0;
   std::uint64_t restored_sequence = 0;
   std::uint64_t history_trimmed = 0;  // set once at start
+  std::vector<RouterEvent> to_lanes;  // sequenced, not yet handed to the lanes
+  std::size_t to_lanes_by_kind[3] = {0, 0, 0};
 
   // ---- ack pipeline ---------------------------------------------------------------------------
   struct AckItem {
@@ -232,9 +234,10 @@ struct KvidxService::Impl {
     return true;
   }
 
-  // Caller holds dispatch_mutex. Sequencer, then lanes. Returns the number of events handed to lanes.
-  std::size_t dispatch_events(std::vector<RouterEvent>& events) {
-    std::size_t handed = 0;
+  // Caller holds dispatch_mutex for this and the hand_to_lanes() that must follow. Runs the
+  // sequencer over `events` and moves those to apply into `to_lanes`. Returns how many.
+  std::size_t sequence_events(std::vector<RouterEvent>& events) {
+    std::size_t accepted = 0;
     for (RouterEvent& e : events) {
       const auto kind = static_cast<std::size_t>(kind_of(e.event.data));
       const SequenceDecision d = sequencer.observe(e.stream(), e.event.event_id);
@@ -260,17 +263,32 @@ struct KvidxService::Impl {
         clear.event.event_id = e.event.event_id;
         clear.event.dp_rank = e.event.dp_rank;
         clear.event.data = KvCacheClearData{};
-        indexer.enqueue_event(std::move(clear));
+        to_lanes.push_back(std::move(clear));
       }
-      if (indexer.enqueue_event(std::move(e)) != IndexerStatus::ok) {
-        healthy = false;
-        events_by[kind][2]->inc();
-        continue;
-      }
-      events_by[kind][0]->inc();
-      ++handed;
+      to_lanes.push_back(std::move(e));
+      ++to_lanes_by_kind[kind];
+      ++accepted;
     }
-    return handed;
+    return accepted;
+  }
+
+  // Caller holds dispatch_mutex. Hands `to_lanes` over: one lock and wake-up per lane, not per event.
+  void hand_to_lanes() {
+    if (to_lanes.empty()) return;
+    const bool queued = indexer.enqueue_events(to_lanes) == IndexerStatus::ok;
+    if (!queued) healthy = false;
+    for (std::size_t kind = 0; kind < 3; ++kind) {
+      if (to_lanes_by_kind[kind] > 0) events_by[kind][queued ? 0 : 2]->inc(to_lanes_by_kind[kind]);
+      to_lanes_by_kind[kind] = 0;
+    }
+    to_lanes.clear();
+  }
+
+  // Caller holds dispatch_mutex. Sequencer, then lanes. Returns the number of events handed to lanes.
+  std::size_t dispatch_events(std::vector<RouterEvent>& events) {
+    const std::size_t accepted = sequence_events(events);
+    hand_to_lanes();
+    return accepted;
   }
 
   void on_core_message(CoreIngest& state, const Message& msg) {
@@ -375,9 +393,10 @@ struct KvidxService::Impl {
         std::lock_guard lock(dispatch_mutex);
         for (std::size_t i = 0; i < n; ++i) {
           if (sequences[i] != 0 && sequences[i] <= dispatched_sequence) continue;
-          if (usable[i]) events += dispatch_events(prepared[i]);
+          if (usable[i]) events += sequence_events(prepared[i]);
           if (sequences[i] != 0) dispatched_sequence = sequences[i];
         }
+        hand_to_lanes();
         last_sequence = dispatched_sequence;
       }
       for (std::size_t i = 0; i < n; ++i) prepared[i].clear();

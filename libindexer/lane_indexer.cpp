@@ -96,6 +96,49 @@ bool LaneIndexer::push(Lane& lane, LaneTask task) {
   return true;
 }
 
+bool LaneIndexer::push_all(Lane& lane, std::vector<LaneTask>& tasks) {
+  {
+    std::lock_guard lock(lane.mutex);
+    if (lane.stopping) {
+      tasks.clear();
+      return false;
+    }
+    lane.queue.insert(lane.queue.end(), std::make_move_iterator(tasks.begin()), std::make_move_iterator(tasks.end()));
+  }
+  tasks.clear();
+  lane.wake.notify_one();
+  return true;
+}
+
+IndexerStatus LaneIndexer::enqueue_events(std::span<RouterEvent> events) {
+  if (pruner_) {
+    // Approximate mode orders engine removals against routing decisions one event at a time.
+    for (RouterEvent& event : events) {
+      if (const IndexerStatus status = enqueue_event(std::move(event)); status != IndexerStatus::ok) return status;
+    }
+    return IndexerStatus::ok;
+  }
+  if (offline()) return IndexerStatus::offline;
+  // NOTE: each lane's share keeps the input order, and a stream only ever maps to one lane, so
+  // per-stream order is the same as queueing the events one by one.
+  thread_local std::vector<std::vector<LaneTask>> per_lane;
+  per_lane.resize(lanes_.size());
+  for (RouterEvent& event : events) {
+    const LaneId lane = lane_for(event.stream());
+    per_lane[lane].push_back(LaneTask{TaskKind::event, std::move(event), {}, nullptr});
+  }
+  IndexerStatus status = IndexerStatus::ok;
+  for (LaneId lane = 0; lane < per_lane.size(); ++lane) {
+    if (per_lane[lane].empty()) continue;
+    if (!push_all(*lanes_[lane], per_lane[lane])) {
+      status = IndexerStatus::offline;
+      continue;
+    }
+    maybe_schedule_cleanup(lane);
+  }
+  return status;
+}
+
 IndexerStatus LaneIndexer::enqueue_event(RouterEvent event) {
   if (offline()) return IndexerStatus::offline;
   const LaneId lane = lane_for(event.stream());
