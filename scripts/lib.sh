@@ -27,14 +27,20 @@ install_deps() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# configure_and_build BUILD_DIR [cmake -D options...] — Ninja, RelWithDebInfo unless overridden.
-configure_and_build() {
+# configure BUILD_DIR [cmake -D options...] — Ninja, RelWithDebInfo unless overridden (a later
+# -DCMAKE_BUILD_TYPE wins). Goes through ccache when installed, so rebuilds and extra build dirs
+# with the same flags are cheap.
+configure() {
   local dir=$1; shift
-  # ccache (when installed) makes rebuilds and extra build dirs with the same flags cheap.
   local launcher=()
   if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
   # Paths relative to the checkout, so clones and build dirs elsewhere share cache entries.
   export CCACHE_BASEDIR="$KVIDX_ROOT" CCACHE_NOHASHDIR=true
   cmake -S "$KVIDX_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" "$@" >/dev/null
-  cmake --build "$dir" -j "$(nproc)"
+}
+
+# configure_and_build BUILD_DIR [cmake -D options...] — configure, then build every target.
+configure_and_build() {
+  configure "$@"
+  cmake --build "$1" -j "$(nproc)"
 }

@@ -68,7 +68,8 @@ struct E2eArgs {
   CommonArgs common;
   std::size_t events = 200'000;
   std::size_t lanes = 2;
-  std::size_t per_message = 1;
+  std::vector<std::size_t> per_message{1, 16};
+  std::size_t repeats = 3;
 };
 int run_e2e(const E2eArgs& args);
 

@@ -1,6 +1,12 @@
-// kvidx-bench e2e: events published to a local nats-server (spawned on a free 127.0.0.1 port with
-// a temp store) and applied by KvidxService (core ingest, decode, sequencer, lanes), beside a raw
-// nats.c subscriber that only counts the same messages, in the same run.
+// kvidx-bench e2e: the end-to-end ingest rate of KvidxService over a local nats-server (spawned on
+// a free 127.0.0.1 port with a temp store), in core and JetStream mode, beside a raw nats.c
+// consumer of the same messages in the same run:
+//   core       raw: a subscriber that only counts; kvidx: published -> applied by the lanes.
+//   jetstream  the stream is filled first; raw: a pull consumer fetching batches of 1000 with one
+//              cumulative ack each; kvidx: service start -> every message applied and acked.
+// Each cell is the median of --repeats runs; rates are events/s (messages/s x events per message).
+// Two rows per batch size give the ceilings without NATS: decode on one thread, lanes applying.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <thread>
@@ -9,6 +15,7 @@
 #include "bench/common/report.h"
 #include "libbus/codec/event_codec.h"
 #include "libbus/nats_connection.h"
+#include "libbus/nats_jetstream.h"
 #include "libbus/service.h"
 #include "libindexer/lane_indexer.h"
 #include "tests/support/nats_server.h"
@@ -17,10 +24,14 @@ namespace kvidx::bench {
 namespace {
 
 using bus::Connection;
+using Messages = std::vector<std::pair<std::string, std::string>>;
 
-// `events` Stored events of 4 blocks over 128 streams (64 workers x 2 ranks).
-std::vector<std::pair<std::string, std::string>> make_messages(std::size_t events, std::size_t per_message) {
-  std::vector<std::pair<std::string, std::string>> out;
+constexpr const char* kStream = "KV_EVENTS";
+
+// `events` Stored events of 4 blocks over 128 streams (64 workers x 2 ranks), `per_message` per
+// message; each stream cycles through 512 chains, so the tree reaches a steady size.
+Messages make_messages(std::size_t events, std::size_t per_message) {
+  Messages out;
   std::vector<std::uint64_t> next_id(128, 0);
   std::vector<RouterEvent> batch;
   for (std::size_t i = 0; i < events;) {
@@ -51,14 +62,15 @@ Connection connect(const testing::NatsServer& server) {
   return std::move(conn).value();
 }
 
-void publish_all(Connection& pub, const std::vector<std::pair<std::string, std::string>>& msgs) {
+void publish_all(Connection& pub, const Messages& msgs) {
   for (const auto& [subject, body] : msgs) {
     if (!pub.publish(subject, body).ok()) throw std::runtime_error("publish failed");
   }
   if (!pub.flush(60000).ok()) throw std::runtime_error("flush failed");
 }
 
-double raw_rate(const testing::NatsServer& server, const std::vector<std::pair<std::string, std::string>>& msgs) {
+// Messages/s.
+double raw_core_rate(const testing::NatsServer& server, const Messages& msgs) {
   Connection sub_conn = connect(server);
   Connection pub = connect(server);
   std::atomic<std::size_t> got{0};
@@ -72,40 +84,151 @@ double raw_rate(const testing::NatsServer& server, const std::vector<std::pair<s
   return static_cast<double>(msgs.size()) / seconds_since(t0);
 }
 
-double kvidx_rate(const testing::NatsServer& server, const std::vector<std::pair<std::string, std::string>>& msgs,
-                  std::size_t events, std::size_t lanes) {
+bus::ServiceConfig service_config(const testing::NatsServer& server, bus::IngestMode mode, std::size_t lanes) {
   bus::ServiceConfig c;
   c.nats_url = server.url();
-  c.mode = bus::IngestMode::core;
+  c.mode = mode;
   c.serve_queries = false;
   c.lanes = lanes;
-  bus::KvidxService service(c);
-  if (!service.start().ok()) throw std::runtime_error("KvidxService did not start");
+  c.durable = "bench";
+  c.snapshot_interval = std::chrono::milliseconds(0);
+  return c;
+}
+
+// Messages/s.
+double kvidx_core_rate(const testing::NatsServer& server, const Messages& msgs, std::size_t events, std::size_t lanes) {
+  bus::KvidxService service(service_config(server, bus::IngestMode::core, lanes));
+  if (!service.start().ok()) throw std::runtime_error("KvidxService (core) did not start");
   Connection pub = connect(server);
   const auto t0 = Clock::now();
   publish_all(pub, msgs);
   while (service.stats().events_applied < events) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  service.indexer().flush();
+  if (service.indexer().flush() != IndexerStatus::ok) throw std::runtime_error("indexer offline");
   const double rate = static_cast<double>(msgs.size()) / seconds_since(t0);
   service.stop(false);
   return rate;
+}
+
+// Creates the stream and stores every message in it; returns the last stream sequence.
+std::uint64_t fill_stream(const testing::NatsServer& server, const Messages& msgs) {
+  Connection conn = connect(server);
+  auto js = bus::JetStream::create(conn);
+  if (!js.ok() || !js.value().ensure_stream({kStream, {"kv.events.>"}, true, 0, 0}).ok()) {
+    throw std::runtime_error("cannot create the stream");
+  }
+  for (const auto& [subject, body] : msgs) {
+    if (!js.value().publish_async(subject, body).ok()) throw std::runtime_error("JetStream publish failed");
+  }
+  if (!js.value().publish_async_complete(120000).ok()) throw std::runtime_error("JetStream publish incomplete");
+  return msgs.size();
+}
+
+// Messages/s of a pull consumer that does nothing but fetch and ack.
+double raw_jetstream_rate(const testing::NatsServer& server, std::size_t count, const std::string& durable) {
+  Connection conn = connect(server);
+  auto js = bus::JetStream::create(conn);
+  if (!js.ok()) throw std::runtime_error("JetStream context failed");
+  bus::ConsumerSpec spec;
+  spec.durable = durable;
+  spec.max_ack_pending = 200000;
+  if (!js.value().ensure_consumer(kStream, spec).ok()) throw std::runtime_error("raw consumer failed");
+  auto pull = js.value().pull_subscribe(kStream, durable, {});
+  if (!pull.ok()) throw std::runtime_error("raw pull subscribe failed");
+  std::size_t got = 0;
+  const auto t0 = Clock::now();
+  while (got < count) {
+    auto batch = pull.value().fetch(1000, 2000);
+    if (!batch.ok() || batch.value().empty()) continue;
+    got += batch.value().size();
+    if (!batch.value().back().ack().ok()) throw std::runtime_error("raw ack failed");  // cumulative (AckAll)
+  }
+  return static_cast<double>(count) / seconds_since(t0);
+}
+
+// Messages/s from service start until the last message is applied and acknowledged.
+double kvidx_jetstream_rate(const testing::NatsServer& server, std::uint64_t last_sequence, std::size_t events,
+                            std::size_t lanes, const std::string& durable) {
+  auto config = service_config(server, bus::IngestMode::jetstream, lanes);
+  config.durable = durable;
+  bus::KvidxService service(config);
+  const auto t0 = Clock::now();
+  if (!service.start().ok()) throw std::runtime_error("KvidxService (JetStream) did not start");
+  if (!service.wait_for_acked_sequence(last_sequence, std::chrono::seconds(600))) {
+    throw std::runtime_error("KvidxService did not ack the whole stream");
+  }
+  const double rate = static_cast<double>(last_sequence) / seconds_since(t0);
+  if (service.stats().events_applied != events) throw std::runtime_error("KvidxService applied a different count");
+  service.stop(false);
+  return rate;
+}
+
+// Events/s of decoding every message on one thread (no NATS, no tree).
+double decode_rate(const Messages& msgs, std::size_t events, std::vector<RouterEvent>& decoded) {
+  decoded.clear();
+  decoded.reserve(events);
+  const auto t0 = Clock::now();
+  for (const auto& [subject, body] : msgs) {
+    auto batch = decode_router_events(body);
+    if (!batch.ok()) throw std::runtime_error("bench message does not decode: " + batch.error().message());
+    for (RouterEvent& e : batch.value()) decoded.push_back(std::move(e));
+  }
+  return static_cast<double>(events) / seconds_since(t0);
+}
+
+// Events/s of a LaneIndexer applying already decoded events (handed over in message-sized groups).
+double apply_rate(std::vector<RouterEvent> decoded, std::size_t per_message, std::size_t lanes) {
+  LaneIndexer indexer(lanes);
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < decoded.size(); i += per_message) {
+    const std::size_t n = std::min(per_message, decoded.size() - i);
+    if (indexer.enqueue_events(std::span<RouterEvent>(decoded).subspan(i, n)) != IndexerStatus::ok) {
+      throw std::runtime_error("indexer offline");
+    }
+  }
+  if (indexer.flush() != IndexerStatus::ok) throw std::runtime_error("indexer offline");
+  return static_cast<double>(decoded.size()) / seconds_since(t0);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace
 
 int run_e2e(const E2eArgs& args) {
   try {
-    testing::NatsServer server;
-    const auto msgs = make_messages(args.events, std::max<std::size_t>(1, args.per_message));
-    std::printf("## e2e: %zu events in %zu messages (%zu per message) over nats-server %s, %zu lanes; load %s\n",
-                args.events, msgs.size(), args.per_message, server.url().c_str(), args.lanes, load_average().c_str());
-    std::fflush(stdout);
-    const double raw = raw_rate(server, msgs);
-    const double kvidx = kvidx_rate(server, msgs, args.events, args.lanes);
     Report report("e2e");
-    report.extra()["workload"] = {{"events", args.events}, {"messages", msgs.size()}, {"per_message", args.per_message},
-                                  {"lanes", args.lanes}};
-    report.add(Row{"e2e published -> applied (core NATS)", "msgs/s", true, kvidx, {{"raw nats.c subscriber", raw}}});
+    report.extra()["workload"] = {{"events", args.events}, {"lanes", args.lanes}, {"repeats", args.repeats}};
+    for (const std::size_t per_message : args.per_message) {
+      const auto msgs = make_messages(args.events, std::max<std::size_t>(1, per_message));
+      const double scale = static_cast<double>(per_message);
+      std::vector<double> raw_core, core, raw_js, js, decode, apply;
+      std::vector<RouterEvent> decoded;
+      for (std::size_t run = 0; run < args.repeats; ++run) {
+        decode.push_back(decode_rate(msgs, args.events, decoded));
+        apply.push_back(apply_rate(decoded, per_message, args.lanes));
+        // A fresh server per run: the stream, consumers and page cache start equal.
+        testing::NatsServer server;
+        std::printf("## e2e run %zu/%zu: %zu events in %zu messages (%zu per message), %zu lanes; load %s\n", run + 1,
+                    args.repeats, args.events, msgs.size(), per_message, args.lanes, load_average().c_str());
+        std::fflush(stdout);
+        raw_core.push_back(raw_core_rate(server, msgs) * scale);
+        core.push_back(kvidx_core_rate(server, msgs, args.events, args.lanes) * scale);
+        const std::uint64_t last = fill_stream(server, msgs);
+        raw_js.push_back(raw_jetstream_rate(server, msgs.size(), "raw") * scale);
+        js.push_back(kvidx_jetstream_rate(server, last, args.events, args.lanes, "kvidx") * scale);
+      }
+      const std::string batch = std::to_string(per_message) + "/msg";
+      report.add(Row{"e2e ingest, core NATS, " + batch, "events/s", true, median(core),
+                     {{"raw nats.c subscriber", median(raw_core)}}});
+      report.add(Row{"e2e ingest, JetStream, " + batch, "events/s", true, median(js),
+                     {{"raw nats.c pull consumer", median(raw_js)}}});
+      // The ceilings without NATS: the codec on one thread, the lanes on their own.
+      report.add(Row{"offline decode (1 thread), " + batch, "events/s", true, median(decode), {}});
+      report.add(Row{"offline apply (" + std::to_string(args.lanes) + " lanes), " + batch, "events/s", true,
+                     median(apply), {}});
+    }
     report.print();
     return report.write_json(args.common.json_dir) ? 0 : 1;
   } catch (const std::exception& e) {

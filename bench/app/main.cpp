@@ -82,7 +82,11 @@ int main(int argc, char** argv) {
   add_common(*e, e2e.common);
   e->add_option("--events", e2e.events)->capture_default_str();
   e->add_option("--lanes", e2e.lanes)->capture_default_str();
-  e->add_option("--per-message", e2e.per_message, "Events per NATS message")->capture_default_str();
+  e->add_option("--per-message", e2e.per_message, "Events per NATS message (one table row pair per value)")
+      ->delimiter(',')
+      ->capture_default_str();
+  e->add_option("--repeats", e2e.repeats, "Runs per cell; the median is reported")->check(CLI::PositiveNumber)
+      ->capture_default_str();
   e->callback([&] { exit_code = run_e2e(e2e); });
 
   std::string summary_dir = "build/bench";
