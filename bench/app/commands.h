@@ -27,6 +27,7 @@ struct MooncakeArgs {
   std::uint64_t sweep_min_ms = 1000;
   std::uint64_t sweep_max_ms = 30'000;
   std::size_t sweep_steps = 8;
+  bool full_sweep = false;  // else an index's sweep ends once it saturates
   std::size_t lanes = 2;
   std::size_t find_matches_concurrency = 1;
   std::size_t capacity_blocks = 512;

@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   m->add_option("--sweep-min-ms", mooncake.sweep_min_ms)->capture_default_str();
   m->add_option("--sweep-max-ms", mooncake.sweep_max_ms)->capture_default_str();
   m->add_option("--sweep-steps", mooncake.sweep_steps)->capture_default_str();
+  m->add_flag("--full-sweep", mooncake.full_sweep,
+              "Keep shrinking the window after an index saturates (achieved < half of offered); by default its "
+              "shorter windows are skipped, since each one only re-measures saturation and takes ops/achieved seconds");
   m->add_option("--lanes", mooncake.lanes, "Event lanes (threads) per index")->capture_default_str();
   m->add_option("--find-matches-concurrency", mooncake.find_matches_concurrency, "find_matches threads")
       ->capture_default_str();
