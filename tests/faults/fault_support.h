@@ -1,21 +1,20 @@
 // Helpers of the fault-injection tests: the built `kvidx serve` binary as a child process (stopped
 // by PID), its stats and dump over NATS request/reply, deterministic per-stream event histories,
 // the offline sequential apply they are compared to, and /proc RSS readings. Everything talks to
-// a NatsServer fixture on 127.0.0.1; every wait is bounded in time.
+// a NatsServer fixture on 127.0.0.1; every wait is bounded in time. Definitions live in
+// fault_support.cpp, compiled once for every fault test.
 #pragma once
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -38,70 +37,15 @@ using Histories = std::map<WorkerWithDpRank, std::vector<RouterEvent>>;
 
 // A deterministic history per (worker, rank), ids 0..n-1: a shared 4-block prefix, then stores
 // of tails on 16 branches shared across workers and removals of earlier tails.
-inline std::vector<RouterEvent> stream_history(WorkerId w, DpRank r, int n, std::uint64_t seed = 0) {
-  std::mt19937_64 rng(seed * 7919 + w * 131 + r);
-  std::vector<RouterEvent> out;
-  const testing::Hashes shared = {1, 2, 3, 4};
-  std::vector<testing::Hashes> tails;
-  auto stamp = [&](RouterEvent e) {
-    e.worker_id = w;
-    e.event.dp_rank = r;
-    e.event.event_id = out.size();
-    out.push_back(std::move(e));
-  };
-  stamp(testing::make_store_event(w, shared));
-  while (static_cast<int>(out.size()) < n) {
-    if (!tails.empty() && rng() % 3 == 0) {
-      const std::size_t i = rng() % tails.size();
-      stamp(testing::make_remove_event_with_parent(w, shared, tails[i]));
-      tails.erase(tails.begin() + static_cast<std::ptrdiff_t>(i));
-    } else {
-      testing::Hashes tail;
-      tail.push_back(100 + rng() % 16);
-      for (int k = 0; k < 3; ++k) tail.push_back(1000 + rng() % 64);
-      stamp(testing::make_store_event_with_parent(w, shared, tail));
-      tails.push_back(tail);
-    }
-  }
-  return out;
-}
-
-inline Histories make_histories(WorkerId workers, DpRank ranks, int n, std::uint64_t seed = 0) {
-  Histories out;
-  for (WorkerId w = 1; w <= workers; ++w) {
-    for (DpRank r = 0; r < ranks; ++r) out[{w, r}] = stream_history(w, r, n, seed);
-  }
-  return out;
-}
+std::vector<RouterEvent> stream_history(WorkerId w, DpRank r, int n, std::uint64_t seed = 0);
+Histories make_histories(WorkerId workers, DpRank ranks, int n, std::uint64_t seed = 0);
 
 // Every event of every stream, streams interleaved round-robin (each stream's order kept).
-inline std::vector<const RouterEvent*> interleave(const Histories& histories) {
-  std::vector<const RouterEvent*> out;
-  std::size_t longest = 0;
-  for (const auto& [stream, events] : histories) longest = std::max(longest, events.size());
-  for (std::size_t i = 0; i < longest; ++i) {
-    for (const auto& [stream, events] : histories) {
-      if (i < events.size()) out.push_back(&events[i]);
-    }
-  }
-  return out;
-}
+std::vector<const RouterEvent*> interleave(const Histories& histories);
 
 // Structure-independent normal form of a dump: every (stream, parent, block, tokens) held.
 using BlockKey = std::tuple<WorkerId, DpRank, std::uint64_t, std::uint64_t, std::uint64_t>;
-inline std::set<BlockKey> normal_form(const std::vector<RouterEvent>& dump) {
-  std::set<BlockKey> out;
-  for (const RouterEvent& e : dump) {
-    const auto* s = std::get_if<KvCacheStoreData>(&e.event.data);
-    REQUIRE(s != nullptr);
-    std::uint64_t parent = s->parent_hash ? s->parent_hash->value : 0;
-    for (const auto& b : s->blocks) {
-      out.emplace(e.worker_id, e.event.dp_rank, parent, b.block_hash.value, b.tokens_hash.value);
-      parent = b.block_hash.value;
-    }
-  }
-  return out;
-}
+std::set<BlockKey> normal_form(const std::vector<RouterEvent>& dump);
 
 struct OfflineResult {
   std::set<BlockKey> form;
@@ -109,71 +53,27 @@ struct OfflineResult {
 };
 
 // The reference: every event applied in order on one lane.
-inline OfflineResult offline_apply(const std::vector<const RouterEvent*>& events) {
-  LaneIndexer offline(1);
-  for (const RouterEvent* e : events) REQUIRE(offline.enqueue_event(*e) == IndexerStatus::ok);
-  auto dump = offline.dump_events();
-  REQUIRE(dump.has_value());
-  return {normal_form(*dump), offline.shard_sizes()};
-}
+OfflineResult offline_apply(const std::vector<const RouterEvent*>& events);
 
-inline bus::Connection connect_to(const testing::NatsServer& server) {
-  bus::ConnectionOptions o;
-  o.url = server.url();
-  o.name = "kvidx-faults-test";
-  auto c = bus::Connection::connect(o);
-  REQUIRE_MESSAGE(c.ok(), c.error().message);
-  return std::move(c).value();
-}
+bus::Connection connect_to(const testing::NatsServer& server);
 
 // The events stream exactly as `kvidx serve` declares it (so tests can publish before it runs).
-inline void ensure_events_stream(bus::Connection& conn) {
-  auto js = bus::JetStream::create(conn);
-  REQUIRE(js.ok());
-  REQUIRE(js.value().ensure_stream(bus::StreamSpec{"KV_EVENTS", {"kv.events.>"}, true, 0, 0, 0}).ok());
-}
-
-inline std::uint64_t stream_last_sequence(bus::Connection& conn) {
-  auto js = bus::JetStream::create(conn);
-  REQUIRE(js.ok());
-  auto state = js.value().stream_state("KV_EVENTS");
-  REQUIRE_MESSAGE(state.ok(), state.error().message);
-  return state.value().last_sequence;
-}
+void ensure_events_stream(bus::Connection& conn);
+std::uint64_t stream_last_sequence(bus::Connection& conn);
 
 // VmRSS of a process in KiB (0 when it cannot be read).
-inline std::uint64_t rss_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
-  }
-  return 0;
-}
+std::uint64_t rss_kib(pid_t pid);
 
 // `kvidx serve` as a child process against `server`, metrics off, logs in `dir`.
 class ServeProcess {
  public:
   ServeProcess(const testing::NatsServer& server, const testing::TempDir& dir, const std::string& durable,
-               std::vector<std::string> extra = {}, bool default_flags = true) {
-    std::vector<std::string> args = {testing::built_binary("kvidx"), "--log-level", "warn", "serve"};
-    if (default_flags) args.insert(args.end(), {"--nats", server.url(), "--metrics", "off", "--durable", durable});
-    args.insert(args.end(), extra.begin(), extra.end());
-    log_ = dir.file("serve-" + durable + "-" + std::to_string(++starts_) + ".log");
-    child_ = std::make_unique<testing::ChildProcess>(args, log_);
-  }
+               std::vector<std::string> extra = {}, bool default_flags = true);
   pid_t pid() const { return child_->pid(); }
   bool running() { return child_->running(); }
   int stop(int signo = 15) { return child_->stop(signo); }
   // stdout (spdlog) then stderr.
-  std::string log() const {
-    std::stringstream ss;
-    for (const std::string& path : {log_, log_ + ".err"}) {
-      std::ifstream in(path);
-      ss << in.rdbuf();
-    }
-    return ss.str();
-  }
+  std::string log() const;
 
  private:
   static inline int starts_ = 0;
@@ -182,84 +82,21 @@ class ServeProcess {
 };
 
 // kv.admin.stats of a running kvidx (nullopt when nothing answers within `timeout_ms`).
-inline std::optional<Json> admin_stats(bus::Connection& conn, std::int64_t timeout_ms = 1000) {
-  auto reply = conn.request(bus::Subjects().admin_stats(), "{}", timeout_ms);
-  if (!reply.ok()) return std::nullopt;
-  return Json::parse(reply.value().data());
-}
+std::optional<Json> admin_stats(bus::Connection& conn, std::int64_t timeout_ms = 1000);
 
 // Waits until kvidx answers stats (it subscribes to queries after the restore and the consumer).
-inline Json wait_ready(bus::Connection& conn, ServeProcess& serve, std::chrono::seconds timeout = std::chrono::seconds(30)) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    REQUIRE_MESSAGE(serve.running(), "kvidx serve exited: " << serve.log());
-    if (auto s = admin_stats(conn, 500)) return *s;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  FAIL("kvidx serve not ready in time: " << serve.log());
-  return {};
-}
-
-inline Json wait_acked(bus::Connection& conn, ServeProcess& serve, std::uint64_t sequence,
-                       std::chrono::seconds timeout = std::chrono::seconds(60)) {
-  const auto deadline = Clock::now() + timeout;
-  Json last;
-  while (Clock::now() < deadline) {
-    REQUIRE_MESSAGE(serve.running(), "kvidx serve exited: " << serve.log());
-    if (auto s = admin_stats(conn, 1000)) {
-      last = *s;
-      if (last.at("acked_sequence").get<std::uint64_t>() >= sequence) return last;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  FAIL("acked sequence did not reach " << sequence << "; last stats " << last.dump() << "\n" << serve.log());
-  return last;
-}
+Json wait_ready(bus::Connection& conn, ServeProcess& serve, std::chrono::seconds timeout = std::chrono::seconds(30));
+// Waits until kvidx has acknowledged the stream up to `sequence`; returns its last stats.
+Json wait_acked(bus::Connection& conn, ServeProcess& serve, std::uint64_t sequence,
+                std::chrono::seconds timeout = std::chrono::seconds(60));
 
 // The whole index of a running kvidx over the chunked kv.admin.dump protocol.
-inline std::vector<RouterEvent> admin_dump(bus::Connection& conn) {
-  const std::string inbox = conn.new_inbox();
-  auto sub = conn.subscribe_sync(inbox);
-  REQUIRE(sub.ok());
-  REQUIRE(sub.value().set_unlimited_pending().ok());
-  auto request = bus::Message::create(bus::Subjects().admin_dump(), "{}", inbox);
-  REQUIRE(request.ok());
-  REQUIRE(conn.publish(request.value()).ok());
-  std::vector<RouterEvent> events;
-  for (int chunk = 0; chunk < 100000; ++chunk) {
-    auto msg = sub.value().next(10000);
-    REQUIRE_MESSAGE(msg.ok(), msg.error().message);
-    if (msg.value().header("Kvidx-Dump") == std::string("end")) {
-      const Json end = Json::parse(msg.value().data());
-      REQUIRE_MESSAGE(end.contains("end"), end.dump());
-      CHECK(end.at("events") == events.size());
-      return events;
-    }
-    std::string_view rest = msg.value().data();
-    while (!rest.empty()) {
-      const auto nl = rest.find('\n');
-      auto e = decode_router_event(rest.substr(0, nl));
-      REQUIRE_MESSAGE(e.ok(), e.error().message());
-      events.push_back(std::move(e).value());
-      rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    }
-  }
-  FAIL("dump did not end");
-  return events;
-}
+std::vector<RouterEvent> admin_dump(bus::Connection& conn);
 
 // JetStream publish that rides out a server outage: retries the same message (bounded by
 // `deadline`) until the server acknowledges it. A retried message may be stored twice; kvidx
 // skips the second copy as a duplicate event_id.
-inline std::uint64_t publish_retrying(bus::JetStream& js, const std::string& subject, const std::string& body,
-                                      Clock::time_point deadline, int* retries = nullptr) {
-  while (true) {
-    auto ack = js.publish(subject, body);
-    if (ack.ok()) return ack.value().sequence;
-    REQUIRE_MESSAGE(Clock::now() < deadline, "publish kept failing: " << ack.error().message);
-    if (retries) ++*retries;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
+std::uint64_t publish_retrying(bus::JetStream& js, const std::string& subject, const std::string& body,
+                               Clock::time_point deadline, int* retries = nullptr);
 
 }  // namespace kvidx::faults

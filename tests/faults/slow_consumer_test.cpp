@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <deque>
+#include <random>
 #include <thread>
 
 #include "tests/faults/fault_support.h"
