@@ -19,8 +19,9 @@
 // only the blocks before it (a block hashed without its images could match a text-only prompt).
 #pragma once
 
-#include <cstdint>
 #include <msgpack.hpp>
+
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +31,8 @@
 
 namespace kvidx::bridge {
 
+// What extra_keys says about a BlockStored's blocks: mm hashes per block (only for the blocks
+// before the issue, when there is one) and the first issue.
 struct BlockExtraKeys {
   std::vector<std::vector<std::uint64_t>> mm_hashes;  // per block; empty: no multimodal content
   std::optional<ExtraKeysIssue> issue;

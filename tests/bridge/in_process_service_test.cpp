@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>

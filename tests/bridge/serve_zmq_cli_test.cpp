@@ -2,10 +2,11 @@
 // dump and stats against the running service show their events; SIGTERM stops cleanly.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <fstream>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>

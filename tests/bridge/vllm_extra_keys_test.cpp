@@ -1,18 +1,18 @@
 // vLLM BlockStored extra_keys (multimodal hashes per block) and Eagle bigram token ids: decoding
 // from msgpack built here key by key, and their effect on tokens_hash after conversion. Expected
 // hashes are XXH3-64 (seed 1337) over byte strings written out by hand.
-#include "bridge/vllm_extra_keys.h"
-
 #include <doctest/doctest.h>
 #include <xxhash.h>
 
-#include <functional>
 #include <msgpack.hpp>
+
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "bridge/vllm_event_batch.h"
 #include "bridge/vllm_event_converter.h"
+#include "bridge/vllm_extra_keys.h"
 
 using namespace kvidx;
 using namespace kvidx::bridge;
