@@ -2,6 +2,8 @@
 // into the payload); every type check and conversion is done here so errors name the field.
 #include "bridge/vllm_event_batch.h"
 
+#include "bridge/vllm_extra_keys.h"
+
 #include <msgpack.hpp>
 
 #include <exception>
@@ -71,19 +73,42 @@ std::optional<CodecError> read_optional_hash(const Object& o, const std::string&
   return std::nullopt;
 }
 
-std::optional<CodecError> read_tokens(const Object& o, const std::string& field, std::vector<std::uint32_t>& out) {
+std::optional<CodecError> read_token(const Object& t, const std::string& field, std::uint32_t& out) {
+  if (t.type != msgpack::type::POSITIVE_INTEGER || t.via.u64 > std::numeric_limits<std::uint32_t>::max()) {
+    return fail(field, "expected a token id in [0, 2^32)");
+  }
+  out = static_cast<std::uint32_t>(t.via.u64);
+  return std::nullopt;
+}
+
+// Eagle bigrams [[t0, t1], [t1, t2], ...] -> t0, t1, t2, ...: every pair's first, then the last
+// pair's second.
+std::optional<CodecError> read_bigram_tokens(std::span<const Object> pairs, const std::string& field,
+                                             std::vector<std::uint32_t>& out) {
+  out.resize(pairs.size() + 1);
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const std::string item = field + "[" + std::to_string(i) + "]";
+    if (pairs[i].type != msgpack::type::ARRAY || pairs[i].via.array.size != 2) {
+      return fail(item, "expected an Eagle bigram [token, next token] like the first entry");
+    }
+    if (auto e = read_token(pairs[i].via.array.ptr[0], item + "[0]", out[i])) return e;
+    if (i + 1 == pairs.size()) {
+      if (auto e = read_token(pairs[i].via.array.ptr[1], item + "[1]", out[i + 1])) return e;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<CodecError> read_tokens(const Object& o, const std::string& field, VllmBlockStored& stored) {
   if (o.type != msgpack::type::ARRAY) return wrong_type(field, "array of token ids", o);
   const auto items = as_array(o);
-  out.resize(items.size());
+  if (!items.empty() && items[0].type == msgpack::type::ARRAY) {
+    stored.bigram_token_ids = true;
+    return read_bigram_tokens(items, field, stored.token_ids);
+  }
+  stored.token_ids.resize(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {
-    const Object& t = items[i];
-    if (t.type == msgpack::type::ARRAY) {
-      return fail(field + "[" + std::to_string(i) + "]", "eagle bigram token ids are not supported");
-    }
-    if (t.type != msgpack::type::POSITIVE_INTEGER || t.via.u64 > std::numeric_limits<std::uint32_t>::max()) {
-      return fail(field + "[" + std::to_string(i) + "]", "expected a token id in [0, 2^32)");
-    }
-    out[i] = static_cast<std::uint32_t>(t.via.u64);
+    if (auto e = read_token(items[i], field + "[" + std::to_string(i) + "]", stored.token_ids[i])) return e;
   }
   return std::nullopt;
 }
@@ -120,7 +145,7 @@ struct EventFields {
 };
 
 constexpr std::string_view kStoredFields[] = {"block_hashes", "parent_block_hash", "token_ids", "block_size",
-                                              "lora_id",      "medium",            "lora_name"};
+                                              "lora_id",      "medium",            "lora_name", "extra_keys"};
 constexpr std::string_view kRemovedFields[] = {"block_hashes", "medium"};
 
 std::span<const std::string_view> field_names(std::string_view tag) {
@@ -198,7 +223,7 @@ Decoded<VllmEvent> decode_event(const Object& o, const std::string& field) {
   if (f.positional[1] != nullptr) {
     if (auto e = read_optional_hash(*f.positional[1], name(1), stored.parent_block_hash)) return *e;
   }
-  if (auto e = read_tokens(*f.positional[2], name(2), stored.token_ids)) return *e;
+  if (auto e = read_tokens(*f.positional[2], name(2), stored)) return *e;
   if (auto e = read_block_size(*f.positional[3], name(3), stored.block_size)) return *e;
   if (f.positional[4] != nullptr) {
     if (auto e = read_optional_int(*f.positional[4], name(4), stored.lora_id)) return *e;
@@ -208,6 +233,13 @@ Decoded<VllmEvent> decode_event(const Object& o, const std::string& field) {
   }
   if (f.positional[6] != nullptr) {
     if (auto e = read_optional_str(*f.positional[6], name(6), stored.lora_name)) return *e;
+  }
+  if (f.positional[7] != nullptr) {
+    // NOTE: an unreadable extra_keys is not a decode error: the batch's other events (and this
+    // event's blocks before the issue) are still good; the converter counts and truncates.
+    BlockExtraKeys extra = read_extra_keys(*f.positional[7], name(7));
+    stored.block_mm_hashes = std::move(extra.mm_hashes);
+    stored.extra_keys_issue = std::move(extra.issue);
   }
   return VllmEvent{std::move(stored)};
 }

@@ -8,13 +8,18 @@
 //  - event: tagged array `[tag, field...]` (array_like + tag) or tagged map `{"type": tag, ...}`.
 //    Tags: `BlockStored`, `BlockRemoved`, `AllBlocksCleared`; any other tag is an error.
 //    BlockStored positions: block_hashes, parent_block_hash, token_ids, block_size, lora_id,
-//    medium, lora_name, then anything (extra_keys, group_idx, ...) ignored. The first four are
+//    medium, lora_name, extra_keys, then anything (group_idx, ...) ignored. The first four are
 //    required (parent may be nil); missing trailing ones are absent (msgspec omit_defaults).
+//    extra_keys gives each block's multimodal hashes (bridge/vllm_extra_keys.h); a shape it does
+//    not know is not a decode error but recorded on the event (extra_keys_issue) for the converter.
 //    BlockRemoved positions: block_hashes (required), medium. AllBlocksCleared: no fields.
 //  - block hash: positive integer (u64), negative integer (i64, taken as its two's-complement u64,
 //    as vLLM wraps hashes >= 2^63 into i64), or bytes (bin): the LAST 8 bytes read big-endian,
 //    left-padded with zeros when shorter (Dynamo's rule for vLLM's sha256 byte hashes).
-//  - token ids: integers in [0, 2^32). Eagle bigram token ids (pairs) are rejected.
+//  - token ids: integers in [0, 2^32), or Eagle bigrams: pairs [t_i, t_i+1] (SGLang with an Eagle
+//    draft model), flattened to the first token of every pair plus the second of the last pair
+//    (n pairs -> n + 1 tokens, what Eagle's overlapping hash windows need) and flagged
+//    bigram_token_ids. A pair that is not two token ids, or a mix of pairs and plain ids, is an error.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +35,12 @@
 
 namespace kvidx::bridge {
 
+// The first block of a BlockStored whose extra_keys could not be read (bridge/vllm_extra_keys.h).
+struct ExtraKeysIssue {
+  std::size_t block = 0;  // index of the first block whose extra keys could not be read
+  std::string reason;     // names the key, e.g. "events[0][8][2][0]: ..."
+};
+
 struct VllmBlockStored {
   std::vector<std::uint64_t> block_hashes;  // external hashes, normalised to u64
   std::optional<std::uint64_t> parent_block_hash;
@@ -38,6 +49,11 @@ struct VllmBlockStored {
   std::optional<std::int64_t> lora_id;
   std::optional<std::string> medium;
   std::optional<std::string> lora_name;
+  bool bigram_token_ids = false;  // token_ids came as Eagle bigrams (flattened above)
+  // Per block, aligned with block_hashes: its multimodal hashes from extra_keys (empty: none).
+  // Shorter than block_hashes when extra_keys is absent or shorter.
+  std::vector<std::vector<std::uint64_t>> block_mm_hashes;
+  std::optional<ExtraKeysIssue> extra_keys_issue;  // blocks from issue->block on cannot be hashed
 };
 
 struct VllmBlockRemoved {

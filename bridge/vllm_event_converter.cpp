@@ -17,6 +17,18 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+// The block's mm objects as Dynamo's RouterEvent carries them (mm_extra_info, ignored by the tree):
+// {"mm_objects":[{"mm_hash":H,"offsets":[]}...]} (vLLM's extra_keys give no object lengths).
+std::string mm_extra_info_json(const std::vector<std::uint64_t>& mm_hashes) {
+  std::string out = R"({"mm_objects":[)";
+  for (std::size_t i = 0; i < mm_hashes.size(); ++i) {
+    if (i > 0) out += ',';
+    out += R"({"mm_hash":)" + std::to_string(mm_hashes[i]) + R"(,"offsets":[]})";
+  }
+  out += "]}";
+  return out;
+}
+
 }  // namespace
 
 std::optional<StorageTier> storage_tier_of_medium(const std::optional<std::string>& medium) {
@@ -42,11 +54,26 @@ std::optional<KvCacheStoreData> VllmEventConverter::convert_stored(const VllmBlo
   } else if (stored.lora_id) {
     ++stats_.lora_id_without_name;
   }
-  const std::uint64_t seed = block_hash_seed(lora, config_.cache_namespace);
-  const std::vector<LocalBlockHash> locals = compute_block_hashes(stored.token_ids, config_.block_size, seed);
-  stats_.partial_tokens_dropped += stored.token_ids.size() % config_.block_size;
+  const bool eagle = config_.eagle || stored.bigram_token_ids;
+  if (stored.bigram_token_ids && stats_.eagle_bigram_events++ == 0 && !config_.eagle) {
+    spdlog::warn("bridge: worker {} sends Eagle bigram token ids; hashing its blocks with Eagle windows (the "
+                 "router's queries must use Eagle hashing too)",
+                 config_.worker_id);
+  }
+  const BlockHashOptions options{block_hash_seed(lora, config_.cache_namespace), eagle, stored.block_mm_hashes};
+  const std::vector<LocalBlockHash> locals = compute_block_hashes(stored.token_ids, config_.block_size, options);
+  // Tokens in no hashed block (an Eagle window's lookahead token belongs to the next block).
+  const std::size_t used = locals.size() * config_.block_size + (eagle && !locals.empty() ? 1 : 0);
+  stats_.partial_tokens_dropped += stored.token_ids.size() - std::min(stored.token_ids.size(), used);
   if (locals.size() != stored.block_hashes.size()) ++stats_.block_count_mismatches;
-  const std::size_t n = std::min(locals.size(), stored.block_hashes.size());
+  std::size_t n = std::min(locals.size(), stored.block_hashes.size());
+  if (stored.extra_keys_issue && stored.extra_keys_issue->block < n) {
+    if (stats_.extra_keys_unreadable++ < 10) {
+      spdlog::warn("bridge: worker {}: stored event kept {} of {} blocks: {}", config_.worker_id,
+                   stored.extra_keys_issue->block, n, stored.extra_keys_issue->reason);
+    }
+    n = stored.extra_keys_issue->block;
+  }
   if (n == 0) {
     ++stats_.empty_stores_dropped;
     return std::nullopt;
@@ -55,7 +82,12 @@ std::optional<KvCacheStoreData> VllmEventConverter::convert_stored(const VllmBlo
   if (stored.parent_block_hash) data.parent_hash = ExternalSequenceBlockHash{*stored.parent_block_hash};
   data.blocks.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
-    data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{stored.block_hashes[i]}, locals[i], std::nullopt});
+    StoredBlock block{ExternalSequenceBlockHash{stored.block_hashes[i]}, locals[i], std::nullopt};
+    if (i < stored.block_mm_hashes.size() && !stored.block_mm_hashes[i].empty()) {
+      block.mm_extra_info = mm_extra_info_json(stored.block_mm_hashes[i]);
+      ++stats_.mm_blocks;
+    }
+    data.blocks.push_back(std::move(block));
   }
   stats_.blocks_stored += n;
   return data;

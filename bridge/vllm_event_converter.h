@@ -9,6 +9,13 @@
 //    An event whose block_size differs from the configured one is dropped and counted (its token
 //    blocks would never match the router's queries); one with no full block is dropped too.
 //    `lora_id` without `lora_name` cannot be salted (the name is the seed): counted, unsalted.
+//    Eagle (config.eagle, or an event whose token ids came as bigrams): block i hashes tokens
+//    [i*B, i*B + B + 1), so a block needs the next block's first token; an event carrying exactly
+//    its blocks' tokens (vLLM) therefore loses its last block (counted as a block count mismatch),
+//    while bigram events carry the extra token. Multimodal blocks: each block's mm hashes from
+//    extra_keys go into its hash (libindexer/hashing.h BlockHashOptions). When extra_keys has a
+//    shape the decoder does not know, only the blocks before that block are kept (counted and
+//    logged): the later ones cannot be hashed as the router would.
 //  - BlockRemoved -> removed with the external hashes. AllBlocksCleared -> cleared.
 //  - `medium` -> storage_tier: nil/"GPU"/"cuda"/"device" = device (left unset on the wire),
 //    "CPU"/"cpu_pinned"/"host" = host_pinned, "DISK"/"ssd" = disk, anything else = external.
@@ -41,6 +48,7 @@ struct ConversionConfig {
   DpRank default_dp_rank = 0;  // used when a batch carries no data_parallel_rank
   std::uint32_t block_size = 16;
   std::string cache_namespace;  // optional extra salt, as block_hash_seed's second argument
+  bool eagle = false;           // Eagle hash windows for every stored event (bigram events always)
 };
 
 struct ConversionStats {
@@ -54,6 +62,9 @@ struct ConversionStats {
   std::uint64_t empty_stores_dropped = 0;     // stored events without a full block
   std::uint64_t lora_id_without_name = 0;     // stored unsalted: lora_id but no lora_name
   std::uint64_t event_ids_skipped = 0;        // ids skipped to signal lost batches
+  std::uint64_t eagle_bigram_events = 0;      // stored events with bigram token ids (Eagle)
+  std::uint64_t mm_blocks = 0;                // blocks hashed with multimodal hashes
+  std::uint64_t extra_keys_unreadable = 0;    // stored events cut short by unknown extra_keys shapes
 };
 
 class VllmEventConverter {

@@ -111,6 +111,7 @@ struct KvidxService::Impl {
   std::mutex snapshot_write_mutex;  // one snapshot at a time
   bool started = false;
   bool stopped = false;
+  bool local_open = false;  // guarded by dispatch_mutex: ingest_local_events is accepted
   std::atomic<bool> healthy{false};
 
   // ---- metrics --------------------------------------------------------------------------------
@@ -123,6 +124,7 @@ struct KvidxService::Impl {
   Counter* snapshots_total = nullptr;
   Counter* lifecycle_total = nullptr;
   Counter* lifecycle_rejected = nullptr;
+  Counter* local_batches_total = nullptr;
   Histogram* query_latency = nullptr;
   Histogram* admin_latency = nullptr;
 
@@ -141,6 +143,8 @@ struct KvidxService::Impl {
     resets_total = &metrics.counter("kvidx_stream_resets_total", "Publisher restarts (event_id back to 0)");
     dead_letters_total = &metrics.counter("kvidx_dead_letters_total", "Messages sent to the dead-letter subject");
     snapshots_total = &metrics.counter("kvidx_snapshots_total", "Snapshots written");
+    local_batches_total =
+        &metrics.counter("kvidx_local_event_batches_total", "Event batches from in-process sources (ZMQ bridges)");
     lifecycle_total = &metrics.counter("kvidx_request_lifecycle_total", "Request lifecycle messages applied");
     lifecycle_rejected =
         &metrics.counter("kvidx_request_lifecycle_rejected_total", "Request lifecycle messages rejected");
@@ -319,6 +323,18 @@ struct KvidxService::Impl {
       dispatch_events(state.burst);
     }
     state.burst.clear();
+  }
+
+  // In-process sources: the sequencer and lanes under the dispatch lock, as a NATS message's events.
+  BusStatus ingest_local(std::span<const RouterEvent> events) {
+    std::vector<RouterEvent> batch(events.begin(), events.end());  // copied outside the lock
+    std::lock_guard lock(dispatch_mutex);
+    // NOTE: checked under the dispatch lock, which stop() takes to close it before draining the
+    // lanes: a batch is either fully dispatched before the drain (and the final snapshot) or refused.
+    if (!local_open) return BusError{NATS_ILLEGAL_STATE, "service is not running"};
+    local_batches_total->inc();
+    dispatch_events(batch);
+    return {};
   }
 
   // JetStream stage 1: only pulls, so the server keeps streaming while stage 2 decodes and
@@ -543,6 +559,7 @@ struct KvidxService::Impl {
                 {"restored_sequence", s.restored_sequence},
                 {"history_trimmed", s.history_trimmed},
                 {"snapshots_written", s.snapshots_written},
+                {"local_batches", s.local_batches},
                 {"apply_parent_not_found", indexer.metrics().applied_with(ApplyStatus::parent_not_found)},
                 {"apply_block_not_found", indexer.metrics().applied_with(ApplyStatus::block_not_found)},
                 {"apply_invalid", indexer.metrics().applied_with(ApplyStatus::invalid)},
@@ -740,6 +757,7 @@ struct KvidxService::Impl {
     s.resets = resets_total->value();
     s.dead_letters = dead_letters_total->value();
     s.snapshots_written = snapshots_total->value();
+    s.local_batches = local_batches_total->value();
     {
       std::lock_guard lock(ack_mutex);
       s.acked_sequence = acked_sequence;
@@ -792,6 +810,10 @@ struct KvidxService::Impl {
     }
     healthy = true;
     started = true;
+    {
+      std::lock_guard lock(dispatch_mutex);
+      local_open = true;
+    }
     spdlog::info("kvidx serving: mode {}, {} lanes, prefix '{}', {}", config.mode == IngestMode::jetstream ? "jetstream" : "core",
                  indexer.lane_count(), subjects.prefix(), config.nats_url);
     return {};
@@ -879,7 +901,11 @@ struct KvidxService::Impl {
     }
     snapshot_timer_cv.notify_all();
     if (snapshot_thread.joinable()) snapshot_thread.join();
-    // 1. stop pulling / receiving
+    // 1. stop pulling / receiving (in-process sources included)
+    {
+      std::lock_guard lock(dispatch_mutex);
+      local_open = false;
+    }
     {
       std::lock_guard lock(ack_mutex);
       stop_fetch = true;
@@ -924,6 +950,9 @@ KvidxService::~KvidxService() {
 BusStatus KvidxService::start() { return impl_->start(); }
 void KvidxService::stop(bool final_snapshot) { impl_->stop(final_snapshot); }
 BusStatus KvidxService::snapshot_now() { return impl_->write_snapshot(); }
+BusStatus KvidxService::ingest_local_events(std::span<const RouterEvent> events) {
+  return impl_->ingest_local(events);
+}
 
 bool KvidxService::wait_for_acked_sequence(std::uint64_t sequence, std::chrono::milliseconds timeout) {
   std::unique_lock lock(impl_->ack_mutex);

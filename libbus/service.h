@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,7 @@ struct ServiceStats {
   // start (stream first sequence - restored sequence - 1, when positive).
   std::uint64_t history_trimmed = 0;
   std::int64_t core_dropped = 0;          // core mode: messages the client dropped
+  std::uint64_t local_batches = 0;        // batches from in-process sources (ingest_local_events)
 };
 
 class KvidxService {
@@ -114,6 +116,15 @@ class KvidxService {
   BusStatus snapshot_now();
   // Blocks until every event message with stream sequence <= `sequence` is applied and acked.
   bool wait_for_acked_sequence(std::uint64_t sequence, std::chrono::milliseconds timeout);
+
+  // Events from an in-process source (an embedded ZMQ bridge: bridge/service_event_sink.h), already
+  // decoded, one source batch per call, in the source's order. They take the same path as the
+  // events of a NATS message after decoding: per-(worker, rank) event_id sequencing (duplicates
+  // skipped, gaps counted, restarts cleared, clear_on_gap), the lanes, the event counters, stats,
+  // /metrics and snapshots (their watermarks included). Nothing is acknowledged: they are not in
+  // the events stream. Thread-safe; callable between start() and stop(), an error otherwise (and
+  // after stop() began: no event is taken once the lanes are being drained).
+  BusStatus ingest_local_events(std::span<const RouterEvent> events);
 
   ServiceStats stats() const;
   std::string render_metrics() const;

@@ -30,6 +30,7 @@ struct BridgeFlags {
   std::string prefix = "kv";
   std::string stream = "KV_EVENTS";
   bool clear_on_gap = false;
+  bool eagle = false;
   int replay_timeout_ms = 2000;
   int stats_interval_s = 60;
 };
@@ -67,6 +68,7 @@ int run_bridge(const BridgeFlags& flags) {
   config.conversion.default_dp_rank = flags.dp_rank;
   config.conversion.block_size = flags.block_size;
   config.clear_on_gap = flags.clear_on_gap;
+  config.conversion.eagle = flags.eagle;
   config.replay_timeout = std::chrono::milliseconds(flags.replay_timeout_ms);
   bridge::ZmqEventBridge bridge(config, *sink.value());
   install_interrupt_handlers();
@@ -111,6 +113,9 @@ void add_bridge_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--stream", flags->stream, "JetStream stream that must capture the subjects")->capture_default_str();
   cmd->add_flag("--clear-on-gap", flags->clear_on_gap,
                 "On a gap that replay cannot fill, send a clear for the worker before continuing (re-sync)");
+  cmd->add_flag("--eagle", flags->eagle,
+                "Eagle hashing: each block's tokens_hash covers its tokens plus the next block's first token "
+                "(the router must hash queries the same way); bigram token ids imply it");
   cmd->add_option("--replay-timeout-ms", flags->replay_timeout_ms, "Give up on a replay after this long without a reply")
       ->capture_default_str();
   cmd->add_option("--stats-interval", flags->stats_interval_s, "Seconds between stats lines on stderr (0: only at exit)")

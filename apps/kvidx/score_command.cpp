@@ -22,6 +22,7 @@ struct ScoreFlags {
   std::string tokens_file;
   std::uint32_t block_size = 0;
   std::string lora_name;
+  bool eagle = false;
   bool early_exit = false;
 };
 
@@ -65,6 +66,7 @@ int run_score(const ScoreFlags& flags) {
     }
     request = {{"token_ids", tokens}, {"block_size", flags.block_size}};
     if (!flags.lora_name.empty()) request["lora_name"] = flags.lora_name;
+    if (flags.eagle) request["eagle"] = true;
   } else {
     request = {{"local_hashes", flags.hashes}};
   }
@@ -89,6 +91,9 @@ void add_score_command(CLI::App& app, int& exit_code) {
   auto* tokens = cmd->add_option("--tokens-file", flags->tokens_file, "Token ids (JSON array or whitespace separated)");
   cmd->add_option("--block-size", flags->block_size, "Tokens per block (with --tokens-file)")->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--lora-name", flags->lora_name, "LoRA adapter name salting the block hashes (with --tokens-file)");
+  auto* eagle = cmd->add_flag("--eagle", flags->eagle,
+                              "Eagle block hashing: windows of block size + 1 tokens (with --tokens-file)");
+  eagle->needs(tokens);
   cmd->add_flag("--early-exit", flags->early_exit, "Stop matching once a single worker remains");
   hashes->excludes(tokens);
   tokens->needs("--block-size");

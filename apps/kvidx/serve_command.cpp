@@ -1,4 +1,6 @@
-// kvidx serve: the NATS ingestion service (libbus/service.h) plus HTTP /metrics and /healthz.
+// kvidx serve: the NATS ingestion service (libbus/service.h) plus HTTP /metrics and /healthz, and
+// optionally vLLM / SGLang engines' ZMQ KV-event sockets bridged in-process (--zmq SPEC, repeatable:
+// bridge/zmq_source_spec.h, bridge/in_process_bridges.h) into the same ingestion path.
 // Flags may also come from a config file: `kvidx serve --config kvidx.toml` (CLI11 TOML/INI,
 // keys named like the long flags, e.g. `nats = "nats://..."`, `lanes = 8`, `subject = ["a.>"]`).
 #include <CLI/CLI.hpp>
@@ -14,6 +16,8 @@
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/interrupt.h"
+#include "bridge/in_process_bridges.h"
+#include "bridge/zmq_source_spec.h"
 #include "libbus/http_server.h"
 #include "libbus/service.h"
 #include "libindexer/prune_config.h"
@@ -52,6 +56,8 @@ struct ServeFlags {
   std::int64_t stream_max_bytes = 0;
   bool check_config = false;
   std::string config_file;
+  // In-process ZMQ sources (bridge/zmq_source_spec.h), one per engine socket.
+  std::vector<std::string> zmq_sources;
 };
 
 // `--config FILE`: the file's keys are the long flags (`lanes = 8`, `snapshot-interval = "30s"`,
@@ -97,6 +103,21 @@ std::optional<std::chrono::milliseconds> parse_duration(const std::string& text)
   if (unit == "m") return std::chrono::milliseconds(value * 60'000);
   if (unit == "h") return std::chrono::milliseconds(value * 3'600'000);
   return std::nullopt;
+}
+
+constexpr std::chrono::seconds kZmqReportInterval{60};
+
+void log_zmq_stats(const bridge::InProcessBridges& bridges) {
+  const auto stats = bridges.stats();
+  for (std::size_t i = 0; i < stats.size(); ++i) {
+    const auto& s = stats[i];
+    spdlog::info("zmq {}: {} batches -> {} events; gaps {} (missing {}, replayed {}, lost {}), restarts {}, "
+                 "malformed {}, refused {}, dropped stored: {} block size, {} empty, {} unreadable extra_keys",
+                 bridges.sources()[i].endpoint, s.batches_delivered, s.router_events, s.gaps, s.missing_batches,
+                 s.replayed_batches, s.unrecovered_batches, s.restarts, s.malformed_frames, s.sink_failures,
+                 s.conversion.block_size_mismatches, s.conversion.empty_stores_dropped,
+                 s.conversion.extra_keys_unreadable);
+  }
 }
 
 int run_serve(const ServeFlags& flags) {
@@ -168,13 +189,25 @@ int run_serve(const ServeFlags& flags) {
       return kExitUsage;
     }
   }
+  std::vector<bridge::ZmqBridgeConfig> zmq_sources;
+  for (const std::string& spec : flags.zmq_sources) {
+    auto source = bridge::parse_zmq_source_spec(spec);
+    if (!source) {
+      std::fprintf(stderr, "kvidx: error: bad --zmq '%s': %s\n", spec.c_str(), source.error().message().c_str());
+      return kExitUsage;
+    }
+    zmq_sources.push_back(std::move(source).value());
+  }
   if (flags.check_config) {
     // NOTE: parse and validate only (deployment checks, e.g. the docker-compose config): no NATS.
     std::printf("config ok: nats %s, mode %s, %zu lanes, prefix '%s', durable '%s', metrics %s, "
-                "max message bytes %zu, max blocks per event %zu, max events per message %zu, max query hashes %zu\n",
+                "max message bytes %zu, max blocks per event %zu, max events per message %zu, max query hashes %zu, "
+                "%zu zmq sources\n",
                 config.nats_url.c_str(), flags.mode.c_str(), config.lanes, config.subject_prefix.c_str(),
                 config.durable.c_str(), flags.metrics.c_str(), config.limits.max_message_bytes,
-                config.limits.max_blocks_per_event, config.limits.max_events_per_batch, config.query_limits.max_hashes);
+                config.limits.max_blocks_per_event, config.limits.max_events_per_batch, config.query_limits.max_hashes,
+                zmq_sources.size());
+    for (const auto& source : zmq_sources) std::printf("  zmq %s\n", bridge::describe_zmq_source(source).c_str());
     return kExitOk;
   }
 
@@ -212,8 +245,26 @@ int run_serve(const ServeFlags& flags) {
     std::fprintf(stderr, "kvidx: error: %s\n", started.error().message.c_str());
     return started.error().status == NATS_NO_SERVER ? kExitUnreachable : kExitFailure;
   }
-  while (!interrupted().load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  spdlog::info("shutting down: stop pulling, drain lanes, final snapshot");
+  // NOTE: the bridges start once the service runs (it refuses local events before) and stop before
+  // it does, so every batch they converted is dispatched before the lanes drain and the snapshot.
+  bridge::InProcessBridges bridges(service, std::move(zmq_sources));
+  if (auto started = bridges.start(); !started) {
+    std::fprintf(stderr, "kvidx: error: --zmq %s\n", started.error().c_str());
+    service.stop(/*final_snapshot=*/false);
+    return kExitFailure;
+  }
+  for (const auto& source : bridges.sources()) spdlog::info("zmq source {}", bridge::describe_zmq_source(source));
+  auto next_report = std::chrono::steady_clock::now() + kZmqReportInterval;
+  while (!interrupted().load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!bridges.sources().empty() && std::chrono::steady_clock::now() >= next_report) {
+      log_zmq_stats(bridges);
+      next_report += kZmqReportInterval;
+    }
+  }
+  spdlog::info("shutting down: stop the zmq sources and pulling, drain lanes, final snapshot");
+  bridges.stop();
+  if (!bridges.sources().empty()) log_zmq_stats(bridges);
   service.stop(/*final_snapshot=*/true);
   if (http) http->stop();
   const auto stats = service.stats();
@@ -273,7 +324,16 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--stream-max-bytes", flags->stream_max_bytes, "Retention of the events stream in bytes (0 = unlimited)")
       ->capture_default_str();
+  cmd->add_option("--zmq", flags->zmq_sources,
+                  "Bridge a vLLM / SGLang engine's ZMQ KV events in-process (repeatable, one per engine socket): "
+                  "'ENDPOINT,worker=W,block-size=N[,replay=ENDPOINT][,dp-rank=R][,topic=T][,eagle][,clear-on-gap]"
+                  "[,replay-timeout-ms=MS][,cache-namespace=NS]'");
   cmd->add_flag("--check-config", flags->check_config, "Parse and validate the flags / config file, print them, exit 0");
+  cmd->footer(
+      "Example with two engines bridged in-process (no separate kvidx bridge):\n"
+      "  kvidx serve --nats nats://127.0.0.1:4222 \\\n"
+      "    --zmq 'tcp://10.0.0.5:5557,worker=3,block-size=16,replay=tcp://10.0.0.5:5558' \\\n"
+      "    --zmq 'tcp://10.0.0.6:5557,worker=4,block-size=16,eagle'");
   cmd->callback([cmd, flags, &exit_code] {
     if (!flags->config_file.empty()) apply_config_file(*cmd, flags->config_file);
     exit_code = run_serve(*flags);

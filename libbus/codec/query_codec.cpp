@@ -80,10 +80,15 @@ Decoded<ScoreRequest> decode_score_request(std::string_view json, const QueryLim
     if (const Json* name = find(root, "lora_name"); name != nullptr && !name->is_null()) {
       lora = read_string(*name, "lora_name");
     }
+    bool eagle = false;
+    if (const Json* flag = find(root, "eagle"); flag != nullptr && !flag->is_null()) {
+      if (!flag->is_boolean()) fail("eagle", fmt::format("expected a boolean, got {}", type_name(*flag)));
+      eagle = flag->get<bool>();
+    }
     std::vector<std::uint32_t> ids;
     ids.reserve(tokens.size());
     for (std::size_t i = 0; i < tokens.size(); ++i) ids.push_back(read_u32(tokens[i], join("token_ids", i)));
-    request.local_hashes = compute_block_hashes(ids, block_size, block_hash_seed(lora));
+    request.local_hashes = compute_block_hashes(ids, block_size, BlockHashOptions{block_hash_seed(lora), eagle, {}});
     return request;
   });
 }
@@ -97,9 +102,10 @@ std::string encode_score_request(const ScoreRequest& request) {
 }
 
 std::string encode_token_score_request(const std::vector<std::uint32_t>& token_ids, std::uint32_t block_size,
-                                       std::string_view lora_name) {
+                                       std::string_view lora_name, bool eagle) {
   Json out{{"token_ids", token_ids}, {"block_size", block_size}};
   if (!lora_name.empty()) out["lora_name"] = std::string(lora_name);
+  if (eagle) out["eagle"] = true;
   return out.dump();
 }
 

@@ -2,8 +2,9 @@
 // event_codec. nlohmann/json stays inside the .cpp. Shapes are fixed in schemas/.
 //
 // Score request:  {"local_hashes":[u64...]}
-//             or  {"token_ids":[u32...], "block_size":N, "lora_name"?:"..."}  (hashed with
-//                 Dynamo's block hashing, libindexer/hashing.h; a trailing partial block is dropped)
+//             or  {"token_ids":[u32...], "block_size":N, "lora_name"?:"...", "eagle"?:bool}  (hashed
+//                 with Dynamo's block hashing, libindexer/hashing.h; a trailing partial block is
+//                 dropped; "eagle": windows of block_size + 1 tokens with stride block_size)
 // Score reply:    {"scores":[{"worker_id","dp_rank","score"}...]   sorted by (worker_id, dp_rank)
 //                  "frequencies":[...],
 //                  "tree_sizes":[{"worker_id","dp_rank","blocks"}...],
@@ -70,7 +71,7 @@ Decoded<ScoreRequest> decode_score_request(std::string_view json, const QueryLim
 std::string encode_score_request(const ScoreRequest& request);
 // For clients sending token ids (the server hashes them).
 std::string encode_token_score_request(const std::vector<std::uint32_t>& token_ids, std::uint32_t block_size,
-                                       std::string_view lora_name = {});
+                                       std::string_view lora_name = {}, bool eagle = false);
 
 // Sorted, deterministic reply from the indexer's result.
 ScoreReply make_score_reply(const OverlapScores& scores);

@@ -35,6 +35,11 @@ struct EngineStored {
   std::optional<std::int64_t> lora_id;
   std::optional<std::string> medium = std::string("GPU");
   std::optional<std::string> lora_name;
+  // Packed as Eagle bigrams [[t0,t1],[t1,t2],...] (tokens must then hold n + 1 ids for n pairs).
+  bool bigrams = false;
+  // vLLM's extra_keys, one entry per block: nullopt = nil, else string keys (mm digests, LoRA
+  // names, salts). Packed only when set (omit_defaults), as the 8th field.
+  std::optional<std::vector<std::optional<std::vector<std::string>>>> extra_keys;
 };
 struct EngineRemoved {
   std::vector<std::uint64_t> hashes;
@@ -97,11 +102,12 @@ class BatchPacker {
   void pack_event(const EngineEvent& e) {
     const bool map = encoding_.events == EventEncoding::map;
     if (const auto* s = std::get_if<EngineStored>(&e)) {
+      const std::uint32_t fields = s->extra_keys ? 9 : 8;
       if (map) {
-        pk_.pack_map(8);
+        pk_.pack_map(fields);
         key("type");
       } else {
-        pk_.pack_array(8);
+        pk_.pack_array(fields);
       }
       str("BlockStored");
       if (map) key("block_hashes");
@@ -110,8 +116,18 @@ class BatchPacker {
       if (s->parent) hash(*s->parent);
       else pk_.pack_nil();
       if (map) key("token_ids");
-      pk_.pack_array(static_cast<std::uint32_t>(s->tokens.size()));
-      for (std::uint32_t t : s->tokens) pk_.pack_uint32(t);
+      if (s->bigrams) {
+        const std::size_t pairs = s->tokens.empty() ? 0 : s->tokens.size() - 1;
+        pk_.pack_array(static_cast<std::uint32_t>(pairs));
+        for (std::size_t i = 0; i < pairs; ++i) {
+          pk_.pack_array(2);
+          pk_.pack_uint32(s->tokens[i]);
+          pk_.pack_uint32(s->tokens[i + 1]);
+        }
+      } else {
+        pk_.pack_array(static_cast<std::uint32_t>(s->tokens.size()));
+        for (std::uint32_t t : s->tokens) pk_.pack_uint32(t);
+      }
       if (map) key("block_size");
       pk_.pack_uint32(s->block_size);
       if (map) key("lora_id");
@@ -121,6 +137,18 @@ class BatchPacker {
       opt_str(s->medium);
       if (map) key("lora_name");
       opt_str(s->lora_name);
+      if (s->extra_keys) {
+        if (map) key("extra_keys");
+        pk_.pack_array(static_cast<std::uint32_t>(s->extra_keys->size()));
+        for (const auto& block : *s->extra_keys) {
+          if (!block) {
+            pk_.pack_nil();
+            continue;
+          }
+          pk_.pack_array(static_cast<std::uint32_t>(block->size()));
+          for (const std::string& k : *block) str(k);
+        }
+      }
     } else if (const auto* r = std::get_if<EngineRemoved>(&e)) {
       if (map) {
         pk_.pack_map(3);

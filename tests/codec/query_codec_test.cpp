@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include <string>
 
@@ -139,4 +140,25 @@ TEST_CASE("remove worker request with and without rank") {
   CHECK(one.value() == RemoveWorkerRequest{12, 3});
   CHECK_FALSE(decode_remove_worker_request(R"({"dp_rank":1})").ok());
   CHECK_FALSE(decode_remove_worker_request(R"({"worker_id":"x"})").ok());
+}
+
+TEST_CASE("score_request_eagle_flag_hashes_token_ids_with_eagle_windows") {
+  // Block size 2, tokens 1..5: Eagle windows [1,2,3] and [3,4,5] (XXH3 seed 1337, u32 LE bytes).
+  const unsigned char first[] = {1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0};
+  const unsigned char second[] = {3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0};
+  auto eagle = decode_score_request(R"({"token_ids":[1,2,3,4,5],"block_size":2,"eagle":true})");
+  REQUIRE(eagle.ok());
+  REQUIRE(eagle.value().local_hashes.size() == 2);
+  CHECK(eagle.value().local_hashes[0].value == XXH3_64bits_withSeed(first, sizeof(first), 1337));
+  CHECK(eagle.value().local_hashes[1].value == XXH3_64bits_withSeed(second, sizeof(second), 1337));
+  const std::vector<std::uint32_t> tokens{1, 2, 3, 4, 5};
+  auto encoded = decode_score_request(encode_token_score_request(tokens, 2, {}, true));
+  REQUIRE(encoded.ok());
+  CHECK(encoded.value().local_hashes == eagle.value().local_hashes);
+  auto plain = decode_score_request(R"({"token_ids":[1,2,3,4,5],"block_size":2,"eagle":null})");
+  REQUIRE(plain.ok());
+  CHECK(plain.value().local_hashes == compute_block_hashes(tokens, 2));
+  auto bad = decode_score_request(R"({"token_ids":[1,2,3],"block_size":2,"eagle":"yes"})");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().field == "eagle");
 }
