@@ -169,6 +169,9 @@ struct KvidxService::Impl {
                            [this] { return static_cast<double>(indexer.shard_sizes().block_count); });
     metrics.gauge_callback("kvidx_tree_nodes", "Attached radix tree nodes", {},
                            [this] { return static_cast<double>(indexer.shard_sizes().node_count); });
+    metrics.gauge_callback("kvidx_tree_blocks_pending_cleanup",
+                           "Blocks no stream holds, attached until the next cleanup (upper bound)", {},
+                           [this] { return static_cast<double>(indexer.shard_sizes().blocks_pending_cleanup); });
     metrics.gauge_callback("kvidx_tree_workers", "Streams (worker, rank) holding blocks", {},
                            [this] { return static_cast<double>(indexer.shard_sizes().worker_count); });
     metrics.gauge_callback("kvidx_acked_sequence", "Last JetStream sequence applied and acknowledged", {}, [this] {
@@ -545,6 +548,7 @@ struct KvidxService::Impl {
                 {"streams", sizes.worker_count},
                 {"blocks", sizes.block_count},
                 {"nodes", sizes.node_count},
+                {"blocks_pending_cleanup", sizes.blocks_pending_cleanup},
                 {"lanes", indexer.lane_count()},
                 {"mode", config.mode == IngestMode::jetstream ? "jetstream" : "core"},
                 {"messages", s.messages},

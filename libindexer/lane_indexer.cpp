@@ -265,6 +265,7 @@ ShardSizes LaneIndexer::shard_sizes() const {
     sizes.block_count += blocks;
   }
   sizes.node_count = tree_.node_count();
+  sizes.blocks_pending_cleanup = tree_.dead_block_estimate();
   return sizes;
 }
 

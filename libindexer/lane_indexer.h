@@ -65,6 +65,9 @@ struct ShardSizes {
   std::size_t worker_count = 0;  // streams holding at least one block
   std::size_t block_count = 0;   // blocks held, summed over streams
   std::size_t node_count = 0;    // attached tree nodes
+  // Blocks no stream holds any more, still attached until the next cleanup detaches them (an
+  // upper bound; see ConcurrentRadixTree::dead_block_estimate).
+  std::size_t blocks_pending_cleanup = 0;
 };
 
 struct ApproximateModeMetrics {

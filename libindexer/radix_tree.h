@@ -99,6 +99,10 @@ class ConcurrentRadixTree {
 
   std::size_t node_count() const { return node_count_.load(std::memory_order_relaxed); }
   std::size_t attached_block_count() const { return attached_blocks_.load(std::memory_order_relaxed); }
+  // Blocks on edges that lost their last holder since the last cleanup (an upper bound: a node
+  // stored again before cleanup is not subtracted). Every attached node either holds a block of
+  // some stream or is one of these, so nodes <= held blocks + this + 1 (the root).
+  std::size_t dead_block_estimate() const { return dead_blocks_estimate_.load(std::memory_order_relaxed); }
   std::vector<std::size_t> node_edge_lengths() const;
   std::size_t block_count(WorkerWithDpRank stream) const;
   // (stream, blocks) for every stream that holds at least one block.

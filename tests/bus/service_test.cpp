@@ -21,6 +21,7 @@
 #include "libbus/subjects.h"
 #include "libindexer/lane_indexer.h"
 #include "tests/support/event_builders.h"
+#include "tests/support/event_histories.h"
 #include "tests/support/nats_server.h"
 
 using namespace kvidx;
@@ -33,59 +34,12 @@ namespace {
 constexpr WorkerId kWorkers = 64;
 constexpr DpRank kRanks = 2;
 
-// A deterministic event history per (worker, rank): stores extending a shared prefix, some
-// removals of earlier tails, ids 0..n-1.
-std::vector<RouterEvent> stream_history(WorkerId w, DpRank r, int n) {
-  std::mt19937_64 rng(w * 131 + r);
-  std::vector<RouterEvent> out;
-  const testing::Hashes shared = {1, 2, 3, 4};
-  std::vector<testing::Hashes> tails;
-  auto stamp = [&](RouterEvent e) {
-    e.worker_id = w;
-    e.event.dp_rank = r;
-    e.event.event_id = out.size();
-    out.push_back(std::move(e));
-  };
-  stamp(testing::make_store_event(w, shared));
-  while (static_cast<int>(out.size()) < n) {
-    if (!tails.empty() && rng() % 4 == 0) {
-      const std::size_t i = rng() % tails.size();
-      stamp(testing::make_remove_event_with_parent(w, shared, tails[i]));
-      tails.erase(tails.begin() + static_cast<std::ptrdiff_t>(i));
-    } else {
-      testing::Hashes tail;
-      const std::uint64_t branch = 100 + rng() % 16;  // branches shared across workers
-      tail.push_back(branch);
-      for (int k = 0; k < 3; ++k) tail.push_back(1000 + rng() % 64);
-      stamp(testing::make_store_event_with_parent(w, shared, tail));
-      tails.push_back(tail);
-    }
-  }
-  return out;
-}
+using testing::BlockKey;
+using testing::normal_form;
 
+// Removals one time in four.
 std::map<WorkerWithDpRank, std::vector<RouterEvent>> all_histories(int n) {
-  std::map<WorkerWithDpRank, std::vector<RouterEvent>> out;
-  for (WorkerId w = 1; w <= kWorkers; ++w) {
-    for (DpRank r = 0; r < kRanks; ++r) out[{w, r}] = stream_history(w, r, n);
-  }
-  return out;
-}
-
-// Structure-independent normal form of a dump: every (stream, parent, block, tokens) held.
-using BlockKey = std::tuple<WorkerId, DpRank, std::uint64_t, std::uint64_t, std::uint64_t>;
-std::set<BlockKey> normal_form(const std::vector<RouterEvent>& dump) {
-  std::set<BlockKey> out;
-  for (const RouterEvent& e : dump) {
-    const auto* s = std::get_if<KvCacheStoreData>(&e.event.data);
-    REQUIRE(s != nullptr);
-    std::uint64_t parent = s->parent_hash ? s->parent_hash->value : 0;
-    for (const auto& b : s->blocks) {
-      out.emplace(e.worker_id, e.event.dp_rank, parent, b.block_hash.value, b.tokens_hash.value);
-      parent = b.block_hash.value;
-    }
-  }
-  return out;
+  return testing::branching_histories(kWorkers, kRanks, n, 0, 4);
 }
 
 std::set<BlockKey> offline_normal_form(const std::map<WorkerWithDpRank, std::vector<RouterEvent>>& histories) {

@@ -27,25 +27,26 @@
 #include "libindexer/lane_indexer.h"
 #include "tests/support/child_process.h"
 #include "tests/support/event_builders.h"
+#include "tests/support/event_histories.h"
 #include "tests/support/nats_server.h"
 
 namespace kvidx::faults {
 
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-using Histories = std::map<WorkerWithDpRank, std::vector<RouterEvent>>;
+using testing::Histories;
 
-// A deterministic history per (worker, rank), ids 0..n-1: a shared 4-block prefix, then stores
-// of tails on 16 branches shared across workers and removals of earlier tails.
-std::vector<RouterEvent> stream_history(WorkerId w, DpRank r, int n, std::uint64_t seed = 0);
-Histories make_histories(WorkerId workers, DpRank ranks, int n, std::uint64_t seed = 0);
+using testing::BlockKey;
+using testing::interleave;
+using testing::normal_form;
 
-// Every event of every stream, streams interleaved round-robin (each stream's order kept).
-std::vector<const RouterEvent*> interleave(const Histories& histories);
-
-// Structure-independent normal form of a dump: every (stream, parent, block, tokens) held.
-using BlockKey = std::tuple<WorkerId, DpRank, std::uint64_t, std::uint64_t, std::uint64_t>;
-std::set<BlockKey> normal_form(const std::vector<RouterEvent>& dump);
+// testing::branching_history with removals one time in three (the fault tests' histories).
+inline std::vector<RouterEvent> stream_history(WorkerId w, DpRank r, int n, std::uint64_t seed = 0) {
+  return testing::branching_history(w, r, n, seed, 3);
+}
+inline Histories make_histories(WorkerId workers, DpRank ranks, int n, std::uint64_t seed = 0) {
+  return testing::branching_histories(workers, ranks, n, seed, 3);
+}
 
 struct OfflineResult {
   std::set<BlockKey> form;
@@ -80,6 +81,11 @@ class ServeProcess {
   std::string log_;
   std::unique_ptr<testing::ChildProcess> child_;
 };
+
+// Every attached node holds a block of some stream or awaits cleanup (a dead branch stays attached
+// until the tree's next cleanup run), so: nodes <= blocks + blocks_pending_cleanup + 1 (the root).
+// Node counts themselves depend on the split history (a restored tree is built compact).
+bool nodes_within_bound(const Json& stats);
 
 // kv.admin.stats of a running kvidx (nullopt when nothing answers within `timeout_ms`).
 std::optional<Json> admin_stats(bus::Connection& conn, std::int64_t timeout_ms = 1000);

@@ -519,3 +519,33 @@ TEST_CASE("an abandoned observation releases the indexer and bad plans are refus
   flush_and_settle(indexer);
   assert_score(indexer, {1}, worker(1), 1);
 }
+
+// ---- kvidx: cleanup accounting ----
+
+TEST_CASE("dead_branches_count_as_pending_cleanup_until_cleanup_detaches_them") {
+  LaneIndexer index(1);
+  apply(index, make_store_event(0, {1, 2, 3}));
+  apply(index, make_store_event_with_parent(0, {1, 2, 3}, {4, 5}));
+  apply(index, make_store_event_with_parent(0, {1, 2, 3}, {6, 7}));
+  flush_and_settle(index);
+  ShardSizes sizes = index.shard_sizes();
+  CHECK(sizes.block_count == 7);
+  CHECK(sizes.node_count == 3);
+  CHECK(sizes.blocks_pending_cleanup == 0);
+
+  apply(index, make_remove_event_with_parent(0, {1, 2, 3}, {4, 5}));
+  apply(index, make_remove_event_with_parent(0, {1, 2, 3}, {6, 7}));
+  flush_and_settle(index);
+  sizes = index.shard_sizes();
+  // The two dead children stay attached (nodes > held blocks would be possible with more of
+  // them), but are accounted for until cleanup.
+  CHECK(sizes.block_count == 3);
+  CHECK(sizes.node_count == 3);
+  CHECK(sizes.blocks_pending_cleanup == 4);
+
+  index.tree().run_cleanup_for_test();
+  sizes = index.shard_sizes();
+  CHECK(sizes.block_count == 3);
+  CHECK(sizes.node_count == 1);
+  CHECK(sizes.blocks_pending_cleanup == 0);
+}

@@ -13,6 +13,7 @@
 #include "replay/offline_replay.h"
 #include "tests/support/child_process.h"
 #include "tests/support/event_builders.h"
+#include "tests/support/event_histories.h"
 #include "tests/support/reference_index.h"
 
 using namespace kvidx;
@@ -30,22 +31,6 @@ std::map<WorkerWithDpRank, std::uint32_t> positive(const OverlapScores& scores) 
   std::map<WorkerWithDpRank, std::uint32_t> out;
   for (const auto& [stream, score] : scores.scores) {
     if (score > 0) out[stream] = score;
-  }
-  return out;
-}
-
-// Every (stream, parent, block) holding a dump describes; independent of how edges were chunked
-// into events, which depends on the order the tree saw its events in.
-std::set<std::tuple<WorkerId, DpRank, std::uint64_t, std::uint64_t, std::uint64_t>> holdings(
-    const std::vector<RouterEvent>& events) {
-  std::set<std::tuple<WorkerId, DpRank, std::uint64_t, std::uint64_t, std::uint64_t>> out;
-  for (const auto& event : events) {
-    const auto& stored = std::get<KvCacheStoreData>(event.event.data);
-    std::uint64_t parent = stored.parent_hash ? stored.parent_hash->value : 0;
-    for (const auto& block : stored.blocks) {
-      out.emplace(event.worker_id, event.event.dp_rank, parent, block.block_hash.value, block.tokens_hash.value);
-      parent = block.block_hash.value;
-    }
   }
   return out;
 }
@@ -117,8 +102,8 @@ TEST_CASE("replaying a generated Mooncake log of a million events scores as the 
   REQUIRE(replay_event_log(restored, replay).ok());
   auto restored_dump = restored.dump_events();
   REQUIRE(restored_dump.has_value());
-  CHECK(holdings(*restored_dump) == holdings(*dump));
-  CHECK(holdings(*dump).size() == model.total_blocks());
+  CHECK(normal_form(*restored_dump) == normal_form(*dump));
+  CHECK(normal_form(*dump).size() == model.total_blocks());
   std::uint64_t restored_mismatches = 0;
   for (std::size_t i = 0; i < queries.size(); i += 7) {
     if (positive(restored.find_matches(queries[i])) != model.scores(queries[i])) ++restored_mismatches;
