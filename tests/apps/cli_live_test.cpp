@@ -14,6 +14,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/nats_server.h"
+#include "tests/support/wait_until.h"
 
 using namespace kvidx;
 using namespace kvidx::testing;
@@ -40,14 +41,6 @@ std::set<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>>
   return out;
 }
 
-bool wait_for(const std::function<bool()>& done, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -79,7 +72,7 @@ TEST_CASE("capture of a live stream replays to the service's own dump; score and
   ChildProcess serve({kKvidx, "serve", "--nats", server.url(), "--metrics", "off", "--snapshot-interval", "0"},
                      dir.file("serve.log"));
   // The service creates the events stream; publish waits for it.
-  REQUIRE(wait_for([&] {
+  REQUIRE(wait_until([&] {
     return run_command({kKvidx, "stats", "--nats", server.url(), "--timeout", "1"}).exit_code == 0;
   }, std::chrono::seconds(20)));
   ChildProcess capture({kKvidx, "capture", "--nats", server.url(), "--out", dir.file("captured.jsonl.gz"),
@@ -90,11 +83,11 @@ TEST_CASE("capture of a live stream replays to the service's own dump; score and
   REQUIRE_MESSAGE(published.exit_code == 0, published.err);
   CHECK(published.err.find("186 events published (jetstream)") != std::string::npos);
   CHECK(capture.stop(0) >= 0);
-  REQUIRE(wait_for([&] { return !capture.running(); }, std::chrono::seconds(30)));
+  REQUIRE(wait_until([&] { return !capture.running(); }, std::chrono::seconds(30)));
 
   // Wait until the service has applied everything (120 streams + 80 tails - removed tails).
   std::string live;
-  REQUIRE(wait_for([&] {
+  REQUIRE(wait_until([&] {
     auto dump = run_command({kKvidx, "dump", "--nats", server.url()});
     live = dump.out;
     return dump.exit_code == 0 && holdings(live).size() == 80 * 5 - 26 * 1;

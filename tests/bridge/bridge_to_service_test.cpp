@@ -12,6 +12,7 @@
 #include "libbus/service.h"
 #include "libindexer/hashing.h"
 #include "libindexer/lane_indexer.h"
+#include "tests/bridge/expected_router_event.h"
 #include "tests/bridge/fake_vllm_engine.h"
 #include "tests/support/nats_server.h"
 
@@ -23,17 +24,6 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr std::uint32_t kBlockSize = 4;
-
-std::vector<std::uint32_t> tokens(std::uint32_t from, std::uint32_t count) {
-  std::vector<std::uint32_t> out;
-  for (std::uint32_t i = 0; i < count; ++i) out.push_back(from + i);
-  return out;
-}
-
-std::vector<std::uint32_t> concat(std::vector<std::uint32_t> a, const std::vector<std::uint32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 
 EngineStored engine_stored(std::vector<std::uint64_t> hashes, std::optional<std::uint64_t> parent,
                            std::vector<std::uint32_t> toks, std::optional<std::string> lora = std::nullopt) {
@@ -47,28 +37,6 @@ EngineStored engine_stored(std::vector<std::uint64_t> hashes, std::optional<std:
   return s;
 }
 
-// The RouterEvent a worker speaking kvidx's wire format directly would have sent for `s`.
-RouterEvent direct_event(WorkerId worker, DpRank rank, const EngineEvent& e) {
-  RouterEvent r;
-  r.worker_id = worker;
-  r.event.dp_rank = rank;
-  if (const auto* s = std::get_if<EngineStored>(&e)) {
-    KvCacheStoreData data;
-    if (s->parent) data.parent_hash = ExternalSequenceBlockHash{*s->parent};
-    const auto locals = compute_block_hashes(s->tokens, kBlockSize, block_hash_seed(s->lora_name.value_or("")));
-    for (std::size_t i = 0; i < locals.size() && i < s->hashes.size(); ++i) {
-      data.blocks.push_back({ExternalSequenceBlockHash{s->hashes[i]}, locals[i], std::nullopt});
-    }
-    r.event.data = data;
-  } else if (const auto* rm = std::get_if<EngineRemoved>(&e)) {
-    KvCacheRemoveData data;
-    for (auto h : rm->hashes) data.block_hashes.push_back(ExternalSequenceBlockHash{h});
-    r.event.data = data;
-  } else {
-    r.event.data = KvCacheClearData{};
-  }
-  return r;
-}
 
 struct EngineScript {
   WorkerId worker;
@@ -131,7 +99,8 @@ TEST_CASE("a_vllm_stream_bridged_over_nats_scores_like_the_same_events_fed_direc
 
     for (std::size_t seq = 0; seq < script.batches.size(); ++seq) {
       engine.publish(seq, pack_batch(script.batches[seq], script.rank, script.encoding), script.delivered[seq]);
-      for (const EngineEvent& e : script.batches[seq]) direct.enqueue_event(direct_event(script.worker, script.rank, e));
+      // A LaneIndexer applies in queue order and ignores event ids.
+      for (const EngineEvent& e : script.batches[seq]) direct.enqueue_event(direct_event(script.worker, script.rank, 0, e));
     }
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (bridge.stats().batches_delivered < script.batches.size() && std::chrono::steady_clock::now() < deadline) {

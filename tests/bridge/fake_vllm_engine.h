@@ -27,6 +27,18 @@ namespace kvidx::testing {
 enum class HashEncoding : std::uint8_t { uint, signed_wrap, bytes32 };
 enum class EventEncoding : std::uint8_t { array, map };
 
+// Token ids from, from + 1, ..., count of them.
+inline std::vector<std::uint32_t> tokens(std::uint32_t from, std::uint32_t count) {
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t i = 0; i < count; ++i) out.push_back(from + i);
+  return out;
+}
+
+inline std::vector<std::uint32_t> concat(std::vector<std::uint32_t> a, const std::vector<std::uint32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 struct EngineStored {
   std::vector<std::uint64_t> hashes;
   std::optional<std::uint64_t> parent;

@@ -18,9 +18,11 @@
 #include "libbus/service.h"
 #include "libindexer/hashing.h"
 #include "libindexer/lane_indexer.h"
+#include "tests/bridge/expected_router_event.h"
 #include "tests/bridge/fake_vllm_engine.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/nats_server.h"
+#include "tests/support/wait_until.h"
 
 using namespace kvidx;
 using namespace kvidx::bridge;
@@ -43,17 +45,6 @@ bus::ServiceConfig service_config(const NatsServer& server, const std::string& n
   return c;
 }
 
-std::vector<std::uint32_t> tokens(std::uint32_t from, std::uint32_t count) {
-  std::vector<std::uint32_t> out;
-  for (std::uint32_t i = 0; i < count; ++i) out.push_back(from + i);
-  return out;
-}
-
-std::vector<std::uint32_t> concat(std::vector<std::uint32_t> a, const std::vector<std::uint32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // A 64-hex-digit mm identifier whose first 16 digits spell `value` (what vLLM puts in extra_keys).
 std::string mm_digest(std::uint64_t value) {
   char head[17];
@@ -71,41 +62,6 @@ EngineStored stored(std::vector<std::uint64_t> hashes, std::optional<std::uint64
   return s;
 }
 
-// What a worker speaking RouterEvents directly would send for engine event `e` (tokens_hash
-// from the engine's tokens with the options the event implies, computed here independently).
-RouterEvent direct_event(WorkerId worker, DpRank rank, std::uint64_t event_id, const EngineEvent& e) {
-  RouterEvent r;
-  r.worker_id = worker;
-  r.event.dp_rank = rank;
-  r.event.event_id = event_id;
-  if (const auto* s = std::get_if<EngineStored>(&e)) {
-    std::vector<std::vector<std::uint64_t>> mm;
-    if (s->extra_keys) {
-      for (const auto& block : *s->extra_keys) {
-        mm.emplace_back();
-        if (!block) continue;
-        for (const std::string& key : *block) {
-          if (key.size() == 64) mm.back().push_back(std::stoull(key.substr(0, 16), nullptr, 16));
-        }
-      }
-    }
-    const BlockHashOptions options{block_hash_seed(s->lora_name.value_or("")), s->bigrams, mm};
-    const auto locals = compute_block_hashes(s->tokens, kBlockSize, options);
-    KvCacheStoreData data;
-    if (s->parent) data.parent_hash = ExternalSequenceBlockHash{*s->parent};
-    for (std::size_t i = 0; i < locals.size() && i < s->hashes.size(); ++i) {
-      data.blocks.push_back({ExternalSequenceBlockHash{s->hashes[i]}, locals[i], std::nullopt});
-    }
-    r.event.data = data;
-  } else if (const auto* rm = std::get_if<EngineRemoved>(&e)) {
-    KvCacheRemoveData data;
-    for (auto h : rm->hashes) data.block_hashes.push_back(ExternalSequenceBlockHash{h});
-    r.event.data = data;
-  } else {
-    r.event.data = KvCacheClearData{};
-  }
-  return r;
-}
 
 using Holding = std::tuple<WorkerId, DpRank, std::uint64_t, std::uint64_t>;
 
@@ -140,14 +96,6 @@ struct EngineScript {
   std::vector<bool> delivered;  // false: missed live (replayed when the engine has a replay socket)
 };
 
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return done();
-}
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include "tests/bridge/fake_vllm_engine.h"
 #include "tests/support/child_process.h"
 #include "tests/support/nats_server.h"
+#include "tests/support/wait_until.h"
 
 using namespace kvidx::testing;
 using Json = nlohmann::json;
@@ -22,14 +23,6 @@ namespace {
 
 const std::string kKvidx = built_binary("kvidx");
 
-bool wait_for(const std::function<bool()>& done, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
 
 // Block hashes held per worker in a dump printed as JSON Lines.
 std::set<std::pair<std::uint64_t, std::uint64_t>> held(const std::string& jsonl) {
@@ -90,7 +83,7 @@ TEST_SUITE("integration") {
     eagle.publish(0, pack_batch({stored({401, 402}, std::nullopt, {1, 2, 3, 4, 5, 6, 7, 8, 9}, true)}, 0, no_rank));
 
     std::string dump;
-    REQUIRE(wait_for(
+    REQUIRE(wait_until(
         [&] {
           auto result = run_command({kKvidx, "dump", "--nats", server.url()});
           dump = result.out;

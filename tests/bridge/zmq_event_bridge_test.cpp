@@ -12,6 +12,7 @@
 #include "libindexer/lane_indexer.h"
 #include "libindexer/stream_sequencer.h"
 #include "tests/bridge/fake_vllm_engine.h"
+#include "tests/support/wait_until.h"
 
 using namespace kvidx;
 using namespace kvidx::bridge;
@@ -45,14 +46,6 @@ class RecordingSink final : public RouterEventSink {
   std::vector<RouterEvent> events_;
 };
 
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout = 5s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return done();
-}
 
 ZmqBridgeConfig config_for(const FakeVllmEngine& engine, bool use_replay) {
   ZmqBridgeConfig c;
@@ -62,12 +55,6 @@ ZmqBridgeConfig config_for(const FakeVllmEngine& engine, bool use_replay) {
   c.conversion.block_size = kBlockSize;
   c.replay_timeout = 2s;
   return c;
-}
-
-std::vector<std::uint32_t> tokens(std::uint32_t from, std::uint32_t count) {
-  std::vector<std::uint32_t> out;
-  for (std::uint32_t i = 0; i < count; ++i) out.push_back(from + i);
-  return out;
 }
 
 EngineStored stored(std::vector<std::uint64_t> hashes, std::optional<std::uint64_t> parent, std::uint32_t first_token) {

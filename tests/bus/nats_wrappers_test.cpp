@@ -13,8 +13,10 @@
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
 #include "tests/support/nats_server.h"
+#include "tests/support/wait_until.h"
 
 using namespace kvidx::bus;
+using kvidx::testing::wait_until;
 using kvidx::testing::NatsServer;
 
 namespace {
@@ -28,15 +30,6 @@ Connection connect_to(const NatsServer& server, bool send_asap = false) {
   return std::move(conn).value();
 }
 
-template <class Pred>
-bool wait_until(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
 
 }  // namespace
 
