@@ -262,7 +262,8 @@ int run_serve(const ServeFlags& flags) {
       next_report += kZmqReportInterval;
     }
   }
-  spdlog::info("shutting down: stop the zmq sources and pulling, drain lanes, final snapshot");
+  spdlog::info("shutting down: {}stop pulling, drain lanes, final snapshot",
+               bridges.sources().empty() ? "" : "stop the zmq sources, ");
   bridges.stop();
   if (!bridges.sources().empty()) log_zmq_stats(bridges);
   service.stop(/*final_snapshot=*/true);
