@@ -112,8 +112,14 @@ void run_slow_consumer(std::size_t per_stream, std::chrono::seconds max_publish_
   // The lag was real: most of the backlog was still in the stream at some point.
   CHECK(max_lag >= backlog / 2);
   // Bounded: at most 4096 events in flight; the backlog (tens of MiB) never lands in kvidx.
+#if defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer (this binary and the kvidx it runs are built alike) freed memory sits
+  // in ASan's quarantine (up to 256 MiB by design), so RSS says nothing about kvidx's own bound.
+  MESSAGE("AddressSanitizer build: RSS bound not checked");
+#else
   CHECK(rss_peak < rss_start + 96 * 1024);
   CHECK(rss_peak < 256 * 1024);
+#endif
   const Json stats = wait_acked(conn, serve, last);
   std::vector<const RouterEvent*> applied(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(last));
   const OfflineResult expected = offline_apply(applied);
