@@ -181,13 +181,13 @@ int run_serve(const ServeFlags& flags) {
   config.limits.max_events_per_batch = flags.max_events_per_message;
   config.query_limits.max_message_bytes = flags.max_message_bytes;
   config.query_limits.max_hashes = flags.max_query_hashes;
-  if (!flags.metrics.empty() && flags.metrics != "off") {
-    std::string host;
-    std::uint16_t port = 0;
-    if (!bus::parse_host_port(flags.metrics, host, port)) {
-      std::fprintf(stderr, "kvidx: error: bad --metrics '%s' (expected HOST:PORT or off)\n", flags.metrics.c_str());
-      return kExitUsage;
-    }
+  // Validated before --check-config returns, used once the service runs.
+  const bool serve_metrics = !flags.metrics.empty() && flags.metrics != "off";
+  std::string metrics_host;
+  std::uint16_t metrics_port = 0;
+  if (serve_metrics && !bus::parse_host_port(flags.metrics, metrics_host, metrics_port)) {
+    std::fprintf(stderr, "kvidx: error: bad --metrics '%s' (expected HOST:PORT or off)\n", flags.metrics.c_str());
+    return kExitUsage;
   }
   std::vector<bridge::ZmqBridgeConfig> zmq_sources;
   for (const std::string& spec : flags.zmq_sources) {
@@ -215,13 +215,7 @@ int run_serve(const ServeFlags& flags) {
   bus::KvidxService service(config);
 
   std::unique_ptr<bus::HttpServer> http;
-  if (!flags.metrics.empty() && flags.metrics != "off") {
-    std::string host;
-    std::uint16_t port = 0;
-    if (!bus::parse_host_port(flags.metrics, host, port)) {
-      std::fprintf(stderr, "kvidx: error: bad --metrics '%s' (expected HOST:PORT or off)\n", flags.metrics.c_str());
-      return kExitUsage;
-    }
+  if (serve_metrics) {
     http = std::make_unique<bus::HttpServer>([&service](std::string_view, std::string_view target) {
       const std::string_view path = target.substr(0, target.find('?'));
       if (path == "/metrics") {
@@ -234,11 +228,11 @@ int run_serve(const ServeFlags& flags) {
       return bus::HttpResponse{404, "text/plain; charset=utf-8", "not found\n"};
     });
     std::string error;
-    if (!http->start(host, port, error)) {
+    if (!http->start(metrics_host, metrics_port, error)) {
       std::fprintf(stderr, "kvidx: error: cannot serve metrics on %s: %s\n", flags.metrics.c_str(), error.c_str());
       return kExitFailure;
     }
-    spdlog::info("metrics on http://{}:{}/metrics", host, http->port());
+    spdlog::info("metrics on http://{}:{}/metrics", metrics_host, http->port());
   }
 
   if (auto started = service.start(); !started.ok()) {
