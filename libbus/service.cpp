@@ -168,10 +168,10 @@ struct KvidxService::Impl {
     metrics.gauge_callback("kvidx_tree_blocks", "Blocks held, summed over streams", {},
                            [this] { return static_cast<double>(indexer.shard_sizes().block_count); });
     metrics.gauge_callback("kvidx_tree_nodes", "Attached radix tree nodes", {},
-                           [this] { return static_cast<double>(indexer.shard_sizes().node_count); });
+                           [this] { return static_cast<double>(indexer.tree().node_count()); });
     metrics.gauge_callback("kvidx_tree_blocks_pending_cleanup",
                            "Blocks no stream holds, attached until the next cleanup (upper bound)", {},
-                           [this] { return static_cast<double>(indexer.shard_sizes().blocks_pending_cleanup); });
+                           [this] { return static_cast<double>(indexer.tree().dead_block_estimate()); });
     metrics.gauge_callback("kvidx_tree_workers", "Streams (worker, rank) holding blocks", {},
                            [this] { return static_cast<double>(indexer.shard_sizes().worker_count); });
     metrics.gauge_callback("kvidx_acked_sequence", "Last JetStream sequence applied and acknowledged", {}, [this] {
