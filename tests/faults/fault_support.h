@@ -37,16 +37,10 @@ using Clock = std::chrono::steady_clock;
 using testing::Histories;
 
 using testing::BlockKey;
+using testing::branching_histories;
+using testing::branching_history;
 using testing::interleave;
 using testing::normal_form;
-
-// testing::branching_history with removals one time in three (the fault tests' histories).
-inline std::vector<RouterEvent> stream_history(WorkerId w, DpRank r, int n, std::uint64_t seed = 0) {
-  return testing::branching_history(w, r, n, seed, 3);
-}
-inline Histories make_histories(WorkerId workers, DpRank ranks, int n, std::uint64_t seed = 0) {
-  return testing::branching_histories(workers, ranks, n, seed, 3);
-}
 
 struct OfflineResult {
   std::set<BlockKey> form;

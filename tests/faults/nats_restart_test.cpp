@@ -25,7 +25,7 @@ void run_nats_restarts(WorkerId workers, DpRank ranks, int events_per_stream, in
   ServeProcess serve(server, dir, "main", {"--lanes", "2", "--snapshot-interval", "0", "--fetch-batch", "200"});
   wait_ready(conn, serve);
 
-  const Histories histories = make_histories(workers, ranks, events_per_stream, 1);
+  const Histories histories = branching_histories(workers, ranks, events_per_stream, 1);
   const auto events = interleave(histories);
   bus::Connection pub = connect_to(server);
   auto js = bus::JetStream::create(pub);

@@ -28,14 +28,14 @@ TEST_CASE("faults: publisher restart with event_id reset to 0 clears that stream
     return publish_retrying(js.value(), subjects.events(e.worker_id), encode_router_event(e), deadline);
   };
 
-  const Histories before = make_histories(4, 2, 30, 3);
+  const Histories before = branching_histories(4, 2, 30, 3);
   std::vector<const RouterEvent*> expected_events = interleave(before);
   for (const RouterEvent* e : expected_events) publish(*e);
 
   // Worker 2 rank 0 restarts: a fresh history (other blocks) from event_id 0.
-  const std::vector<RouterEvent> restarted = stream_history(2, 0, 12, 77);
+  const std::vector<RouterEvent> restarted = branching_history(2, 0, 12, 77);
   // Worker 3 rank 1 restarts and its first event is a Cleared (id 0), then a fresh history.
-  std::vector<RouterEvent> restarted_clear = stream_history(3, 1, 8, 78);
+  std::vector<RouterEvent> restarted_clear = branching_history(3, 1, 8, 78);
   restarted_clear.insert(restarted_clear.begin(), testing::make_clear_event_with_dp_rank(3, 1));
   for (std::size_t i = 0; i < restarted_clear.size(); ++i) restarted_clear[i].event.event_id = i;
   // Worker 1 rank 0 re-sends an old id with new content: a duplicate, never applied.

@@ -23,7 +23,7 @@ void run_serve_kills(WorkerId workers, DpRank ranks, int events_per_stream, int 
   TempDir dir;
   bus::Connection conn = connect_to(server);
   ensure_events_stream(conn);
-  const Histories histories = make_histories(workers, ranks, events_per_stream, seed);
+  const Histories histories = branching_histories(workers, ranks, events_per_stream, seed);
   const auto events = interleave(histories);
   const std::vector<std::string> flags = {"--lanes", "2", "--snapshot-interval", "200ms", "--fetch-batch", "100"};
 
