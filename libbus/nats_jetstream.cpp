@@ -147,24 +147,6 @@ BusStatus JetStream::delete_consumer(std::string_view stream, std::string_view d
   return {};
 }
 
-BusResult<Subscription> JetStream::pull_subscribe(std::string_view stream, std::string_view durable,
-                                                  std::string_view filter) {
-  const std::string name(stream);
-  const std::string consumer(durable);
-  const std::string subj(filter);
-  jsSubOptions so;
-  jsSubOptions_Init(&so);
-  so.Stream = name.c_str();
-  so.Consumer = consumer.c_str();
-  Subscription sub;
-  sub.unsubscribe_on_close_ = false;  // NOTE: keep the durable (and its ack floor) on the server
-  jsErrCode code{};
-  natsStatus s = js_PullSubscribe(&sub.sub_, js_, subj.empty() ? nullptr : subj.c_str(), consumer.c_str(), nullptr,
-                                  &so, &code);
-  if (s != NATS_OK) return js_error(s, code, "pull subscribe " + consumer + " on " + name);
-  return sub;
-}
-
 BusResult<PublishAck> JetStream::publish(std::string_view subject, std::string_view data) {
   const std::string subj(subject);
   jsPubAck* pa = nullptr;

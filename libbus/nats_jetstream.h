@@ -84,8 +84,6 @@ class JetStream {
   BusResult<ConsumerState> ensure_consumer(std::string_view stream, const ConsumerSpec& spec);
   BusResult<ConsumerState> consumer_state(std::string_view stream, std::string_view durable);
   BusStatus delete_consumer(std::string_view stream, std::string_view durable);
-  // Binds a pull subscription to an existing durable; destroying it keeps the durable.
-  BusResult<Subscription> pull_subscribe(std::string_view stream, std::string_view durable, std::string_view filter);
 
   BusResult<PublishAck> publish(std::string_view subject, std::string_view data);
   BusResult<PublishAck> publish(Message& message);

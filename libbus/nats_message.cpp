@@ -57,31 +57,6 @@ BusStatus Message::set_header(const char* key, const char* value) {
   return {};
 }
 
-BusStatus Message::ack() {
-  natsStatus s = natsMsg_Ack(msg_, nullptr);
-  if (s != NATS_OK) return nats_error(s, "natsMsg_Ack");
-  return {};
-}
-
-BusStatus Message::ack_sync() {
-  jsErrCode code{};
-  natsStatus s = natsMsg_AckSync(msg_, nullptr, &code);
-  if (s != NATS_OK) return js_error(s, code, "natsMsg_AckSync");
-  return {};
-}
-
-BusStatus Message::nak() {
-  natsStatus s = natsMsg_Nak(msg_, nullptr);
-  if (s != NATS_OK) return nats_error(s, "natsMsg_Nak");
-  return {};
-}
-
-BusStatus Message::term() {
-  natsStatus s = natsMsg_Term(msg_, nullptr);
-  if (s != NATS_OK) return nats_error(s, "natsMsg_Term");
-  return {};
-}
-
 BusResult<JsMetadata> Message::metadata() const {
   jsMsgMetaData* meta = nullptr;
   natsStatus s = natsMsg_GetMetaData(&meta, msg_);
@@ -114,17 +89,6 @@ std::uint64_t Message::stream_sequence() const {
   std::uint64_t value = 0;
   auto [ptr, ec] = std::from_chars(seq.data(), seq.data() + seq.size(), value);
   return ec == std::errc() && ptr == seq.data() + seq.size() ? value : 0;
-}
-
-std::vector<Message> take_all(natsMsgList& list) {
-  std::vector<Message> out;
-  out.reserve(static_cast<std::size_t>(list.Count > 0 ? list.Count : 0));
-  for (int i = 0; i < list.Count; ++i) {
-    out.emplace_back(list.Msgs[i]);
-    list.Msgs[i] = nullptr;  // NOTE: natsMsgList_Destroy skips null entries, so each msg is freed once.
-  }
-  natsMsgList_Destroy(&list);
-  return out;
 }
 
 }  // namespace kvidx::bus

@@ -44,12 +44,8 @@ class Message {
   std::optional<std::string> header(const char* key) const;
   BusStatus set_header(const char* key, const char* value);
 
-  // JetStream acknowledgements (only for messages from a JetStream consumer). `ack` is fire and
-  // forget; `ack_sync` waits for the server's confirmation.
-  BusStatus ack();
-  BusStatus ack_sync();
-  BusStatus nak();
-  BusStatus term();
+  // JetStream delivery metadata (messages from a pull consumer; acknowledgements are sent with
+  // jetstream_ack in nats_pull_consumer.h).
   BusResult<JsMetadata> metadata() const;
   // metadata().stream_sequence without allocating (parsed from the $JS.ACK reply subject); 0 when
   // this is not a message from a JetStream consumer.
@@ -61,8 +57,5 @@ class Message {
  private:
   natsMsg* msg_ = nullptr;
 };
-
-// Takes every message out of a natsMsgList (the list is emptied and freed).
-std::vector<Message> take_all(natsMsgList& list);
 
 }  // namespace kvidx::bus

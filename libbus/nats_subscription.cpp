@@ -71,15 +71,13 @@ BusResult<Subscription> Subscription::make_async(natsConnection* nc, std::string
 
 Subscription::Subscription(Subscription&& other) noexcept
     : sub_(std::exchange(other.sub_, nullptr)),
-      state_(std::move(other.state_)),
-      unsubscribe_on_close_(other.unsubscribe_on_close_) {}
+      state_(std::move(other.state_)) {}
 
 Subscription& Subscription::operator=(Subscription&& other) noexcept {
   if (this != &other) {
     close();
     sub_ = std::exchange(other.sub_, nullptr);
     state_ = std::move(other.state_);
-    unsubscribe_on_close_ = other.unsubscribe_on_close_;
   }
   return *this;
 }
@@ -94,7 +92,7 @@ void Subscription::close() {
     if (!state_->done_cv.wait_for(lock, std::chrono::seconds(10), [&] { return state_->done; })) {
       spdlog::warn("subscription handler did not complete within 10 s of unsubscribe");
     }
-  } else if (unsubscribe_on_close_) {
+  } else {
     natsSubscription_Unsubscribe(sub_);
   }
   natsSubscription_Destroy(sub_);
@@ -128,21 +126,6 @@ BusResult<Message> Subscription::next(std::int64_t timeout_ms) {
   natsStatus s = natsSubscription_NextMsg(&msg, sub_, timeout_ms);
   if (s != NATS_OK) return nats_error(s, "natsSubscription_NextMsg");
   return Message(msg);
-}
-
-BusResult<std::vector<Message>> Subscription::fetch(int batch, std::int64_t timeout_ms) {
-  natsMsgList list{};
-  jsErrCode code{};
-  natsStatus s = natsSubscription_Fetch(&list, sub_, batch, timeout_ms, &code);
-  if (s == NATS_TIMEOUT) {
-    // NOTE: a timed-out fetch may still have returned part of a batch.
-    return take_all(list);
-  }
-  if (s != NATS_OK) {
-    natsMsgList_Destroy(&list);
-    return js_error(s, code, "natsSubscription_Fetch");
-  }
-  return take_all(list);
 }
 
 }  // namespace kvidx::bus

@@ -1,7 +1,7 @@
 // Owning wrapper for a natsSubscription. Async subscriptions own their handler; the destructor
 // unsubscribes and waits (natsSubscription_SetOnCompleteCB) until the handler has returned for the
-// last time, so the handler's captures may be freed right after. Sync/pull subscriptions are
-// polled with next()/fetch().
+// last time, so the handler's captures may be freed right after. Sync subscriptions are polled
+// with next(); JetStream pull consumers are read with PullConsumer (nats_pull_consumer.h).
 // NOTE: the Connection must outlive its Subscriptions, and a handler must never destroy the
 // Subscription it runs in (the destructor would wait for itself).
 #pragma once
@@ -42,8 +42,6 @@ class Subscription {
 
   // Sync subscriptions: the next message, or an error (timed_out() when none came in time).
   BusResult<Message> next(std::int64_t timeout_ms);
-  // Pull subscriptions: up to `batch` messages; an empty vector when none arrived in time.
-  BusResult<std::vector<Message>> fetch(int batch, std::int64_t timeout_ms);
 
   // Stops delivery and waits for the handler to finish (also done by the destructor).
   void close();
@@ -52,7 +50,6 @@ class Subscription {
 
  private:
   friend class Connection;
-  friend class JetStream;
   struct HandlerState;
 
   static BusResult<Subscription> make_async(natsConnection* nc, std::string_view subject, std::string_view queue,
@@ -62,7 +59,6 @@ class Subscription {
 
   natsSubscription* sub_ = nullptr;
   std::shared_ptr<HandlerState> state_;  // async only; also referenced by nats.c until completion
-  bool unsubscribe_on_close_ = true;     // false for durable JetStream consumers (keep them)
 };
 
 }  // namespace kvidx::bus

@@ -15,6 +15,7 @@
 #include "libbus/metrics.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
+#include "libbus/ordered_stream_reader.h"
 #include "libbus/snapshot_store.h"
 #include "libbus/subjects.h"
 #include "libindexer/hashing.h"
@@ -52,7 +53,7 @@ struct KvidxService::Impl {
   Connection ingest_conn;    // fetch/core subscription, acks, dead letters
   Connection query_conn;     // responders (send_asap)
   std::optional<JetStream> js;
-  std::optional<Subscription> pull;
+  std::optional<OrderedStreamReader> pull;
   std::vector<Subscription> core_subs;
   // Core mode, one per subscription, touched only by its nats.c delivery thread (and by stop()
   // after that thread is done): decoded events wait in `burst` until the subscription has no
@@ -122,6 +123,9 @@ struct KvidxService::Impl {
   Counter* resets_total = nullptr;
   Counter* dead_letters_total = nullptr;
   Counter* snapshots_total = nullptr;
+  Counter* consumer_resets_total = nullptr;
+  Counter* fetch_errors_total = nullptr;
+  Counter* stream_holes_total = nullptr;
   Counter* lifecycle_total = nullptr;
   Counter* lifecycle_rejected = nullptr;
   Counter* local_batches_total = nullptr;
@@ -143,6 +147,12 @@ struct KvidxService::Impl {
     resets_total = &metrics.counter("kvidx_stream_resets_total", "Publisher restarts (event_id back to 0)");
     dead_letters_total = &metrics.counter("kvidx_dead_letters_total", "Messages sent to the dead-letter subject");
     snapshots_total = &metrics.counter("kvidx_snapshots_total", "Snapshots written");
+    consumer_resets_total = &metrics.counter(
+        "kvidx_consumer_resets_total", "Events consumer re-created to re-read from the next expected stream sequence");
+    fetch_errors_total = &metrics.counter("kvidx_fetch_errors_total",
+                                          "Failed fetches from the events consumer (disconnected, consumer gone)");
+    stream_holes_total =
+        &metrics.counter("kvidx_stream_holes_total", "Events stream sequences that no longer existed when read");
     local_batches_total =
         &metrics.counter("kvidx_local_event_batches_total", "Event batches from in-process sources (ZMQ bridges)");
     lifecycle_total = &metrics.counter("kvidx_request_lifecycle_total", "Request lifecycle messages applied");
@@ -353,7 +363,11 @@ struct KvidxService::Impl {
         if (stop_fetch) return;
       }
       auto batch = pull->fetch(config.fetch_batch, 250);
+      // NOTE: the reader's counters are read only here, by the thread that drives it.
+      consumer_resets_total->inc(pull->resets() - consumer_resets_total->value());
+      stream_holes_total->inc(pull->holes() - stream_holes_total->value());
       if (!batch.ok()) {
+        fetch_errors_total->inc();
         if (Clock::now() - last_error_log > std::chrono::seconds(5)) {
           spdlog::warn("fetch failed: {}", batch.error().message);
           last_error_log = Clock::now();
@@ -449,7 +463,7 @@ struct KvidxService::Impl {
         continue;
       }
       AckItem& newest = items.back();
-      if (auto s = newest.last.ack(); !s.ok()) spdlog::warn("ack failed: {}", s.error().message);
+      if (auto s = jetstream_ack(ingest_conn, newest.last); !s.ok()) spdlog::warn("ack failed: {}", s.error().message);
       std::size_t done = 0;
       for (auto& item : items) done += item.events;
       {
@@ -562,6 +576,8 @@ struct KvidxService::Impl {
                 {"acked_sequence", s.acked_sequence},
                 {"restored_sequence", s.restored_sequence},
                 {"history_trimmed", s.history_trimmed},
+                {"consumer_resets", consumer_resets_total->value()},
+                {"stream_holes", stream_holes_total->value()},
                 {"snapshots_written", s.snapshots_written},
                 {"local_batches", s.local_batches},
                 {"apply_parent_not_found", indexer.metrics().applied_with(ApplyStatus::parent_not_found)},
@@ -847,14 +863,12 @@ struct KvidxService::Impl {
                    "discarded by retention are not reflected (workers' later events repair their streams)",
                    config.stream, state.value().first_sequence, restored_sequence, history_trimmed);
     }
-    js->delete_consumer(config.stream, config.durable);
     ConsumerSpec spec;
     spec.durable = config.durable;
     spec.ack_all = true;
     spec.max_ack_pending = static_cast<std::int64_t>(config.max_inflight_events) + config.fetch_batch;
     spec.start_sequence = restored_sequence == 0 ? 0 : restored_sequence + 1;
-    if (auto c = js->ensure_consumer(config.stream, spec); !c.ok()) return c.error();
-    auto p = js->pull_subscribe(config.stream, config.durable, {});
+    auto p = OrderedStreamReader::open(ingest_conn, *js, config.stream, spec);
     if (!p.ok()) return p.error();
     pull.emplace(std::move(p).value());
     fetch_thread = std::thread([this] { fetch_loop(); });

@@ -16,6 +16,7 @@
 #include "libbus/codec/event_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
+#include "libbus/nats_pull_consumer.h"
 #include "libbus/service.h"
 #include "libindexer/lane_indexer.h"
 #include "tests/support/nats_server.h"
@@ -132,7 +133,7 @@ double raw_jetstream_rate(const testing::NatsServer& server, std::size_t count, 
   spec.durable = durable;
   spec.max_ack_pending = 200000;
   if (!js.value().ensure_consumer(kStream, spec).ok()) throw std::runtime_error("raw consumer failed");
-  auto pull = js.value().pull_subscribe(kStream, durable, {});
+  auto pull = bus::PullConsumer::bind(conn, kStream, durable);
   if (!pull.ok()) throw std::runtime_error("raw pull subscribe failed");
   std::size_t got = 0;
   const auto t0 = Clock::now();
@@ -140,7 +141,7 @@ double raw_jetstream_rate(const testing::NatsServer& server, std::size_t count, 
     auto batch = pull.value().fetch(1000, 2000);
     if (!batch.ok() || batch.value().empty()) continue;
     got += batch.value().size();
-    if (!batch.value().back().ack().ok()) throw std::runtime_error("raw ack failed");  // cumulative (AckAll)
+    if (!bus::jetstream_ack(conn, batch.value().back()).ok()) throw std::runtime_error("raw ack failed");  // cumulative (AckAll)
   }
   return static_cast<double>(count) / seconds_since(t0);
 }

@@ -12,6 +12,7 @@
 
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
+#include "libbus/nats_pull_consumer.h"
 #include "tests/support/nats_server.h"
 #include "tests/support/wait_until.h"
 
@@ -143,7 +144,7 @@ TEST_CASE("bus: jetstream stream with a durable pull consumer survives a server 
     spec.filter_subject = "t.events.>";
     spec.ack_all = true;
     REQUIRE(js.value().ensure_consumer("T_EVENTS", spec).ok());
-    auto pull = js.value().pull_subscribe("T_EVENTS", "reader", "t.events.>");
+    auto pull = PullConsumer::bind(conn, "T_EVENTS", "reader");
     REQUIRE_MESSAGE(pull.ok(), pull.error().message);
     auto batch = pull.value().fetch(60, 2000);
     REQUIRE(batch.ok());
@@ -158,7 +159,7 @@ TEST_CASE("bus: jetstream stream with a durable pull consumer survives a server 
       CHECK(m.stream_sequence() == full.value().stream_sequence);  // the allocation-free parse agrees
     }
     // AckAll: acking the 60th acknowledges 1..60.
-    REQUIRE(batch.value().back().ack_sync().ok());
+    REQUIRE(jetstream_ack_sync(conn, batch.value().back(), 2000).ok());
     auto state = js.value().consumer_state("T_EVENTS", "reader");
     REQUIRE(state.ok());
     CHECK(state.value().ack_floor_stream_sequence == 60);
@@ -170,7 +171,7 @@ TEST_CASE("bus: jetstream stream with a durable pull consumer survives a server 
   auto stream = js.value().stream_state("T_EVENTS");
   REQUIRE(stream.ok());
   CHECK(stream.value().last_sequence == 101);
-  auto pull = js.value().pull_subscribe("T_EVENTS", "reader", "t.events.>");
+  auto pull = PullConsumer::bind(conn, "T_EVENTS", "reader");
   REQUIRE_MESSAGE(pull.ok(), pull.error().message);
   std::vector<std::string> rest;
   while (rest.size() < 41) {
@@ -178,7 +179,7 @@ TEST_CASE("bus: jetstream stream with a durable pull consumer survives a server 
     REQUIRE(batch.ok());
     REQUIRE_FALSE(batch.value().empty());
     for (auto& m : batch.value()) rest.emplace_back(m.data());
-    REQUIRE(batch.value().back().ack().ok());
+    REQUIRE(jetstream_ack(conn, batch.value().back()).ok());
   }
   CHECK(rest.front() == "60");
   CHECK(rest.back() == "last");

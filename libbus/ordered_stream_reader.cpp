@@ -1,0 +1,84 @@
+#include "libbus/ordered_stream_reader.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+namespace kvidx::bus {
+
+OrderedStreamReader::OrderedStreamReader(Connection& conn, JetStream& js, std::string stream, ConsumerSpec spec)
+    : conn_(&conn), js_(&js), stream_(std::move(stream)), spec_(std::move(spec)) {
+  last_ = spec_.start_sequence == 0 ? 0 : spec_.start_sequence - 1;
+}
+
+OrderedStreamReader::OrderedStreamReader(OrderedStreamReader&& other) noexcept
+    : conn_(other.conn_),
+      js_(other.js_),
+      stream_(std::move(other.stream_)),
+      spec_(std::move(other.spec_)),
+      pull_(std::move(other.pull_)),
+      last_(other.last_),
+      needs_recreate_(other.needs_recreate_),
+      accept_hole_(other.accept_hole_),
+      resets_(other.resets_.load()),
+      holes_(other.holes_.load()) {}
+
+BusResult<OrderedStreamReader> OrderedStreamReader::open(Connection& conn, JetStream& js, std::string stream,
+                                                         ConsumerSpec spec) {
+  spec.filter_subject.clear();  // NOTE: gap detection needs every stream sequence delivered
+  OrderedStreamReader reader(conn, js, std::move(stream), std::move(spec));
+  if (auto s = reader.recreate(); !s.ok()) return s.error();
+  return reader;
+}
+
+BusStatus OrderedStreamReader::recreate() {
+  // A missing durable is fine here (first start, or deleted by someone): it is created below.
+  js_->delete_consumer(stream_, spec_.durable);
+  ConsumerSpec spec = spec_;
+  spec.start_sequence = last_ + 1;
+  if (auto c = js_->ensure_consumer(stream_, spec); !c.ok()) return c.error();
+  auto pull = PullConsumer::bind(*conn_, stream_, spec_.durable);
+  if (!pull.ok()) return pull.error();
+  pull_ = std::move(pull).value();
+  needs_recreate_ = false;
+  accept_hole_ = true;
+  return {};
+}
+
+BusResult<std::vector<Message>> OrderedStreamReader::fetch(int batch, std::int64_t timeout_ms) {
+  if (needs_recreate_) {
+    if (auto s = recreate(); !s.ok()) return s.error();
+    resets_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::info("events consumer {} re-created to deliver from stream sequence {}", spec_.durable, last_ + 1);
+  }
+  auto fetched = pull_.fetch(batch, timeout_ms);
+  if (!fetched.ok()) {
+    // NOTE: unless merely disconnected, the durable may be gone (deleted, or lost by the server):
+    // re-create it at the next fetch; if JetStream is not back yet that fails and the caller retries.
+    if (fetched.error().status != NATS_CONNECTION_DISCONNECTED) needs_recreate_ = true;
+    return fetched.error();
+  }
+  std::vector<Message>& msgs = fetched.value();
+  for (std::size_t i = 0; i < msgs.size(); ++i) {
+    const std::uint64_t seq = msgs[i].stream_sequence();
+    if (seq == 0 || seq <= last_) continue;  // not from the stream, or a redelivery: passed on
+    if (seq > last_ + 1) {
+      if (!accept_hole_) {
+        // Lost in flight: drop this and everything after it; the re-created durable redelivers them.
+        spdlog::warn("events consumer {}: stream sequence {} arrived while {} was expected; re-reading from {}",
+                     spec_.durable, seq, last_ + 1, last_ + 1);
+        msgs.erase(msgs.begin() + static_cast<std::ptrdiff_t>(i), msgs.end());
+        needs_recreate_ = true;
+        break;
+      }
+      holes_.fetch_add(seq - last_ - 1, std::memory_order_relaxed);
+      spdlog::warn("events stream {}: sequences {}..{} no longer exist (retention or deletes); reading on from {}",
+                   stream_, last_ + 1, seq - 1, seq);
+    }
+    accept_hole_ = false;
+    last_ = seq;
+  }
+  return fetched;
+}
+
+}  // namespace kvidx::bus

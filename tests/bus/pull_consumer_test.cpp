@@ -1,0 +1,158 @@
+// PullConsumer and OrderedStreamReader against a real nats-server: late messages of an earlier
+// pull request are returned by the next fetch (the condition in which libnats 3.4.1's Fetch
+// overran its array), a message delivered but never received makes the ordered reader re-read
+// from it instead of acknowledging past it, and a stream hole (retention) is accepted and counted.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "libbus/nats_connection.h"
+#include "libbus/nats_jetstream.h"
+#include "libbus/nats_pull_consumer.h"
+#include "libbus/ordered_stream_reader.h"
+#include "tests/support/nats_server.h"
+
+using namespace kvidx::bus;
+using kvidx::testing::NatsServer;
+
+namespace {
+
+Connection connect_to(const NatsServer& server) {
+  ConnectionOptions options;
+  options.url = server.url();
+  auto conn = Connection::connect(options);
+  REQUIRE_MESSAGE(conn.ok(), conn.error().message);
+  return std::move(conn).value();
+}
+
+// Stream "T_PULL" on t.pull.> with messages "0".."n-1" (stream sequences 1..n).
+JetStream stream_with(Connection& conn, int n) {
+  auto js = JetStream::create(conn);
+  REQUIRE(js.ok());
+  REQUIRE(js.value().ensure_stream({"T_PULL", {"t.pull.>"}, true, 0, 0, 0}).ok());
+  for (int i = 0; i < n; ++i) REQUIRE(js.value().publish_async("t.pull." + std::to_string(i % 3), std::to_string(i)).ok());
+  REQUIRE(js.value().publish_async_complete(10000).ok());
+  return std::move(js).value();
+}
+
+std::vector<std::uint64_t> sequences_of(const std::vector<Message>& msgs) {
+  std::vector<std::uint64_t> out;
+  for (const Message& m : msgs) out.push_back(m.stream_sequence());
+  return out;
+}
+
+// Reads until `count` messages arrived (bounded number of fetches), acking each batch.
+std::vector<std::uint64_t> read_all(Connection& conn, OrderedStreamReader& reader, std::size_t count, int batch) {
+  std::vector<std::uint64_t> got;
+  for (int round = 0; round < 200 && got.size() < count; ++round) {
+    auto fetched = reader.fetch(batch, 200);
+    REQUIRE_MESSAGE(fetched.ok(), fetched.error().message);
+    for (std::uint64_t s : sequences_of(fetched.value())) got.push_back(s);
+    if (!fetched.value().empty()) REQUIRE(jetstream_ack(conn, fetched.value().back()).ok());
+  }
+  return got;
+}
+
+std::vector<std::uint64_t> range(std::uint64_t first, std::uint64_t last) {
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t s = first; s <= last; ++s) out.push_back(s);
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("integration") {
+
+TEST_CASE("bus: a pull consumer returns a late request's messages in a later fetch, each once and in order") {
+  NatsServer server;
+  Connection conn = connect_to(server);
+  JetStream js = stream_with(conn, 3000);
+  ConsumerSpec spec;
+  spec.durable = "late";
+  REQUIRE(js.ensure_consumer("T_PULL", spec).ok());
+  auto pull = PullConsumer::bind(conn, "T_PULL", "late");
+  REQUIRE(pull.ok());
+  // A 1 ms fetch of 1000 returns long before the server has sent the whole batch: the rest arrives
+  // after it returned and is queued when the next fetch starts (more than half a batch, often).
+  std::vector<std::uint64_t> got;
+  auto first = pull.value().fetch(1000, 1);
+  REQUIRE(first.ok());
+  CHECK(first.value().size() < 1000);
+  for (std::uint64_t s : sequences_of(first.value())) got.push_back(s);
+  for (int round = 0; round < 100 && got.size() < 3000; ++round) {
+    auto batch = pull.value().fetch(round % 2 == 0 ? 1000 : 700, 200);
+    REQUIRE_MESSAGE(batch.ok(), batch.error().message);
+    CHECK(batch.value().size() <= 1000);
+    for (std::uint64_t s : sequences_of(batch.value())) got.push_back(s);
+    if (!batch.value().empty()) REQUIRE(jetstream_ack(conn, batch.value().back()).ok());
+  }
+  CHECK(got == range(1, 3000));
+}
+
+TEST_CASE("bus: a pull consumer reports a deleted durable as an error") {
+  NatsServer server;
+  Connection conn = connect_to(server);
+  JetStream js = stream_with(conn, 1);
+  ConsumerSpec spec;
+  spec.durable = "gone";
+  REQUIRE(js.ensure_consumer("T_PULL", spec).ok());
+  auto pull = PullConsumer::bind(conn, "T_PULL", "gone");
+  REQUIRE(pull.ok());
+  auto first = pull.value().fetch(10, 500);
+  REQUIRE(first.ok());
+  CHECK(first.value().size() == 1);
+  REQUIRE(js.delete_consumer("T_PULL", "gone").ok());
+  bool failed = false;
+  for (int i = 0; i < 10 && !failed; ++i) failed = !pull.value().fetch(10, 200).ok();
+  CHECK(failed);
+}
+
+TEST_CASE("bus: the ordered reader re-reads a message that was delivered but never received instead of skipping it") {
+  NatsServer server;
+  Connection conn = connect_to(server);
+  JetStream js = stream_with(conn, 20);
+  ConsumerSpec spec;
+  spec.durable = "ordered";
+  auto reader = OrderedStreamReader::open(conn, js, "T_PULL", spec);
+  REQUIRE_MESSAGE(reader.ok(), reader.error().message);
+  auto first = reader.value().fetch(3, 1000);
+  REQUIRE(first.ok());
+  CHECK(sequences_of(first.value()) == range(1, 3));
+  REQUIRE(jetstream_ack(conn, first.value().back()).ok());
+  // Sequence 4 is delivered to another client of the same durable: for the reader it is a message
+  // lost in flight (the server counts it delivered and waits for its ack).
+  {
+    auto thief = PullConsumer::bind(conn, "T_PULL", "ordered");
+    REQUIRE(thief.ok());
+    auto stolen = thief.value().fetch(1, 1000);
+    REQUIRE(stolen.ok());
+    REQUIRE(sequences_of(stolen.value()) == std::vector<std::uint64_t>{4});
+  }
+  const auto rest = read_all(conn, reader.value(), 17, 5);
+  CHECK(rest == range(4, 20));
+  CHECK(reader.value().resets() == 1);
+  CHECK(reader.value().holes() == 0);
+  CHECK(reader.value().last_sequence() == 20);
+}
+
+TEST_CASE("bus: the ordered reader accepts and counts a hole left by retention") {
+  NatsServer server;
+  Connection conn = connect_to(server);
+  JetStream js = stream_with(conn, 12);
+  ConsumerSpec spec;
+  spec.durable = "holes";
+  auto reader = OrderedStreamReader::open(conn, js, "T_PULL", spec);
+  REQUIRE(reader.ok());
+  auto first = reader.value().fetch(3, 1000);
+  REQUIRE(first.ok());
+  CHECK(sequences_of(first.value()) == range(1, 3));
+  REQUIRE(jetstream_ack(conn, first.value().back()).ok());
+  // Purge down to the newest 3 messages (10..12): 4..9 are gone before the reader gets to them.
+  REQUIRE(js.purge("T_PULL", "", 3).ok());
+  const auto rest = read_all(conn, reader.value(), 3, 10);
+  CHECK(rest == range(10, 12));
+  CHECK(reader.value().holes() == 6);
+}
+
+}  // TEST_SUITE
