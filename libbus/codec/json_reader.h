@@ -1,6 +1,7 @@
-// Private to the codec (and replay's query-file reader, which parses with the same rules): typed,
-// path-aware field access over nlohmann::json. A failed read throws JsonFieldError, which every
-// public decode function catches and turns into a CodecError.
+// Typed, path-aware field access over nlohmann::json for the codec's decoders, also used by the
+// other readers of untrusted JSON (replay's query file, the service's routing decisions and
+// lifecycle messages) so every document follows the same rules. A failed read throws
+// JsonFieldError, which every public decode function catches and turns into a CodecError.
 #pragma once
 
 #include <nlohmann/json.hpp>
