@@ -141,7 +141,8 @@ Decoded<ScoreReply> decode_score_reply(std::string_view json, const QueryLimits&
     require_object(root, "");
     if (const Json* error = find(root, "error"); error != nullptr) {
       const auto decoded = decode_error_reply(json);
-      fail(Kind::invalid_value, "error", decoded ? decoded->code + ": " + decoded->message : "malformed error reply");
+      fail(Kind::invalid_value, "error",
+           decoded ? untrusted_excerpt(decoded->code + ": " + decoded->message, kReasonBytes) : "malformed error reply");
     }
     ScoreReply reply;
     const Json& scores = require_array(root, "scores", "", limits.max_hashes);
