@@ -3,6 +3,7 @@
 #include "bridge/vllm_event_batch.h"
 
 #include "bridge/vllm_extra_keys.h"
+#include "libbus/codec/untrusted_text.h"
 
 #include <msgpack.hpp>
 
@@ -164,7 +165,7 @@ Decoded<EventFields> event_fields(const Object& o, const std::string& field) {
     const auto items = as_array(o);
     if (items.empty() || items[0].type != msgpack::type::STR) return fail(field + "[0]", "expected the event tag (str)");
     out.tag = as_str(items[0]);
-    if (!known_tag(out.tag)) return fail(field + "[0]", "unknown event tag '" + std::string(out.tag) + "'");
+    if (!known_tag(out.tag)) return fail(field + "[0]", "unknown event tag '" + untrusted_excerpt(out.tag) + "'");
     const std::size_t wanted = field_names(out.tag).size();
     out.positional.assign(wanted, nullptr);
     for (std::size_t i = 0; i < wanted && i + 1 < items.size(); ++i) out.positional[i] = &items[i + 1];
@@ -178,7 +179,7 @@ Decoded<EventFields> event_fields(const Object& o, const std::string& field) {
     }
     if (tag == nullptr || tag->type != msgpack::type::STR) return fail(field + ".type", "expected the event tag (str)");
     out.tag = as_str(*tag);
-    if (!known_tag(out.tag)) return fail(field + ".type", "unknown event tag '" + std::string(out.tag) + "'");
+    if (!known_tag(out.tag)) return fail(field + ".type", "unknown event tag '" + untrusted_excerpt(out.tag) + "'");
     const auto names = field_names(out.tag);
     out.positional.assign(names.size(), nullptr);
     for (std::uint32_t i = 0; i < o.via.map.size; ++i) {

@@ -1,7 +1,8 @@
 // libFuzzer target: the RouterEvent decoders (event_codec.h) on arbitrary bytes.
 // Checks, for one input as a single event, as a message (event or batch) and as an event log line:
 //  - no crash, leak or UB (ASan + UBSan);
-//  - every rejection has a non-empty reason;
+//  - every rejection has a non-empty reason, one line of printable ASCII of bounded length (input
+//    quoted in it is an excerpt: untrusted_text.h);
 //  - the fast path (fast_event_parser.h) only accepts what the DOM decoder accepts, with the same
 //    result, and the public decoder gives the DOM decoder's verdict and message;
 //  - whatever is accepted re-encodes to JSON that decodes to the same events.
@@ -25,7 +26,13 @@ namespace {
 
 template <class T>
 void check_rejection(const kvidx::Decoded<T>& decoded, std::string_view input) {
-  if (!decoded.ok() && decoded.error().reason.empty()) fail("rejection without a reason", input);
+  if (decoded.ok()) return;
+  if (decoded.error().reason.empty()) fail("rejection without a reason", input);
+  const std::string message = decoded.error().message();
+  if (message.size() > 1024) fail("rejection reason longer than 1 KiB", input);
+  for (const char c : message) {
+    if (c < 0x20 || c > 0x7e) fail("rejection reason with a byte outside printable ASCII", input);
+  }
 }
 
 template <class T>

@@ -1,17 +1,24 @@
 #include "libbus/service.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <iterator>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
+#include "libbus/codec/json_reader.h"
 #include "libbus/codec/query_codec.h"
+#include "libbus/codec/untrusted_text.h"
+#include "libbus/log_rate_limiter.h"
 #include "libbus/metrics.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
@@ -39,7 +46,7 @@ struct KvidxService::Impl {
       : config(std::move(c)),
         subjects(config.subject_prefix),
         indexer(LaneIndexerOptions{config.lanes == 0 ? 1 : config.lanes, config.approximate}),
-        sequencer(StreamSequencerOptions{0, config.clear_on_gap}) {
+        sequencer(StreamSequencerOptions{0, config.clear_on_gap, config.max_streams}) {
     register_metrics();
   }
 
@@ -122,7 +129,12 @@ struct KvidxService::Impl {
   Counter* gaps_total = nullptr;
   Counter* missing_total = nullptr;
   Counter* resets_total = nullptr;
-  Counter* dead_letters_total = nullptr;
+  Counter* dead_letters_total = nullptr;            // published
+  Counter* dead_letters_truncated = nullptr;        // of those, body cut to fit max_payload
+  enum DeadLetterFailure : std::size_t { too_large, publish_error };
+  Counter* dead_letter_failures[2] = {};            // by DeadLetterFailure: not published
+  Counter* stream_limit_rejections = nullptr;       // event messages refused by max_streams
+  Counter* queries_rejected[kCodecErrorKinds] = {};  // by CodecErrorKind
   Counter* snapshots_total = nullptr;
   Counter* consumer_resets_total = nullptr;
   Counter* fetch_errors_total = nullptr;
@@ -132,6 +144,9 @@ struct KvidxService::Impl {
   Counter* local_batches_total = nullptr;
   Histogram* query_latency = nullptr;
   Histogram* admin_latency = nullptr;
+  // Warnings about rejected input, per kind: counters above stay exact, the log does not grow with
+  // the input rate (first occurrence, then one line per 10 s per kind with the count left out).
+  LogRateLimiter warnings;
 
   void register_metrics() {
     const char* kinds[] = {"stored", "removed", "cleared"};
@@ -146,7 +161,21 @@ struct KvidxService::Impl {
     gaps_total = &metrics.counter("kvidx_event_gaps_total", "event_id gaps seen (per occurrence)");
     missing_total = &metrics.counter("kvidx_events_missing_total", "Events skipped over by gaps");
     resets_total = &metrics.counter("kvidx_stream_resets_total", "Publisher restarts (event_id back to 0)");
-    dead_letters_total = &metrics.counter("kvidx_dead_letters_total", "Messages sent to the dead-letter subject");
+    dead_letters_total = &metrics.counter("kvidx_dead_letters_total", "Messages published on the dead-letter subject");
+    dead_letters_truncated = &metrics.counter("kvidx_dead_letters_truncated_total",
+                                              "Dead letters published with the body cut to fit the server's max_payload");
+    const char* failure_reasons[] = {"too_large", "publish_error"};  // DeadLetterFailure order
+    for (int r = 0; r < 2; ++r) {
+      dead_letter_failures[r] = &metrics.counter("kvidx_dead_letter_failures_total",
+                                                 "Rejected messages whose dead letter could not be published",
+                                                 {{"reason", failure_reasons[r]}});
+    }
+    stream_limit_rejections = &metrics.counter(
+        "kvidx_stream_limit_rejections_total", "Event messages dead-lettered because they would exceed --max-streams");
+    for (std::size_t k = 0; k < kCodecErrorKinds; ++k) {
+      queries_rejected[k] = &metrics.counter("kvidx_queries_rejected_total", "Score queries answered with bad_request",
+                                             {{"reason", std::string(to_string(static_cast<CodecErrorKind>(k)))}});
+    }
     snapshots_total = &metrics.counter("kvidx_snapshots_total", "Snapshots written");
     consumer_resets_total = &metrics.counter(
         "kvidx_consumer_resets_total", "Events consumer re-created to re-read from the next expected stream sequence");
@@ -209,14 +238,58 @@ struct KvidxService::Impl {
 
   // ---- ingest ---------------------------------------------------------------------------------
 
-  void dead_letter(std::string_view subject, std::string_view data, const std::string& reason) {
+  // A rejected message goes to <prefix>.deadletter as received, with its reason (Kvidx-Reason: a
+  // bounded, printable text) and original subject (Kvidx-Subject). `kind` ("decode", "subject",
+  // "stream_limit") groups the rate-limited log lines. kvidx_dead_letters_total counts what was
+  // published: a message that cannot be republished whole under the server's max_payload (it
+  // arrived near the limit, and the headers come on top) is published with its body cut to fit
+  // and Kvidx-Truncated: <original bytes>, counted as published and as truncated. Only a dead
+  // letter that cannot be published at all (the headers alone exceed max_payload, or the publish
+  // fails) counts in kvidx_dead_letter_failures_total{reason} instead.
+  void dead_letter(std::string_view subject, std::string_view data, std::string_view kind, const std::string& reason) {
+    const std::string bounded = untrusted_excerpt(reason, kReasonBytes);
+    if (const auto v = warnings.admit(fmt::format("dead_letter:{}", kind)); v.log) {
+      spdlog::warn("dead-lettered a message of {} bytes on {}: {}{}", data.size(), untrusted_excerpt(subject), bounded,
+                   suppressed_note(v));
+    }
+    const std::string original_subject(subject);
+    const std::string original_bytes = std::to_string(data.size());
+    // NOTE: nats.c encodes headers as "NATS/1.0\r\n", "Key: value\r\n" each, then "\r\n", and the
+    // server bounds headers + body by max_payload. The Kvidx-Truncated line is counted whether or
+    // not it is sent, so a body cut to `room` always fits.
+    const auto header_line = [](const char* key, const std::string& value) { return std::strlen(key) + 2 + value.size() + 2; };
+    const std::size_t header_bytes = 10 + header_line(kDeadLetterReasonHeader, bounded) +
+                                     header_line(kDeadLetterSubjectHeader, original_subject) +
+                                     header_line(kDeadLetterTruncatedHeader, original_bytes) + 2;
+    const auto max_payload = static_cast<std::size_t>(std::max<std::int64_t>(ingest_conn.max_payload(), 0));
+    if (header_bytes >= max_payload) {
+      dead_letter_failed(too_large, subject, fmt::format("its headers alone ({} bytes) exceed max_payload {}", header_bytes, max_payload));
+      return;
+    }
+    const std::size_t room = max_payload - header_bytes;
+    const bool truncated = data.size() > room;
+    auto msg = Message::create(subjects.deadletter(), truncated ? data.substr(0, room) : data);
+    if (!msg.ok()) {
+      dead_letter_failed(publish_error, subject, msg.error().message);
+      return;
+    }
+    msg.value().set_header(kDeadLetterReasonHeader, bounded.c_str());
+    msg.value().set_header(kDeadLetterSubjectHeader, original_subject.c_str());
+    if (truncated) msg.value().set_header(kDeadLetterTruncatedHeader, original_bytes.c_str());
+    if (auto s = ingest_conn.publish(msg.value()); !s.ok()) {
+      dead_letter_failed(s.error().status == NATS_MAX_PAYLOAD ? too_large : publish_error, subject, s.error().message);
+      return;
+    }
     dead_letters_total->inc();
-    spdlog::warn("dead-lettered a message on {}: {}", subject, reason);
-    auto msg = Message::create(subjects.deadletter(), data);
-    if (!msg.ok()) return;
-    msg.value().set_header(kDeadLetterReasonHeader, reason.c_str());
-    msg.value().set_header(kDeadLetterSubjectHeader, std::string(subject).c_str());
-    if (auto s = ingest_conn.publish(msg.value()); !s.ok()) spdlog::warn("dead letter publish failed: {}", s.error().message);
+    if (truncated) dead_letters_truncated->inc();
+  }
+
+  void dead_letter_failed(DeadLetterFailure reason, std::string_view subject, const std::string& why) {
+    dead_letter_failures[reason]->inc();
+    if (const auto v = warnings.admit("dead_letter_failure"); v.log) {
+      spdlog::warn("could not publish the dead letter of a message on {}: {}{}", untrusted_excerpt(subject),
+                   untrusted_excerpt(why, kReasonBytes), suppressed_note(v));
+    }
   }
 
   // Decode and check one message; needs no lock (so it can run outside dispatch_mutex). Returns
@@ -226,7 +299,7 @@ struct KvidxService::Impl {
     auto decoded = decode_router_events(data, config.limits);
     if (!decoded.ok()) {
       events_by[0][2]->inc();
-      dead_letter(subject, data, "decode: " + decoded.error().message());
+      dead_letter(subject, data, "decode", "decode: " + decoded.error().message());
       return false;
     }
     events = std::move(decoded).value();
@@ -236,13 +309,13 @@ struct KvidxService::Impl {
       const auto subject_worker = subjects.worker_from_events_subject(subject);
       if (!subject_worker) {
         events_by[0][2]->inc(events.size());
-        dead_letter(subject, data, "subject: no numeric worker id after " + events_head);
+        dead_letter(subject, data, "subject", "subject: no numeric worker id after " + events_head);
         return false;
       }
       for (const RouterEvent& e : events) {
         if (e.worker_id != *subject_worker) {
           events_by[0][2]->inc(events.size());
-          dead_letter(subject, data,
+          dead_letter(subject, data, "subject",
                       "subject: worker id " + std::to_string(*subject_worker) + " does not match payload worker_id " +
                           std::to_string(e.worker_id));
           return false;
@@ -250,6 +323,30 @@ struct KvidxService::Impl {
       }
     }
     return true;
+  }
+
+  // Caller holds dispatch_mutex. The stream limit (ServiceConfig::max_streams) for one message's
+  // events: empty when they may be sequenced (their new streams are reserved now, so a message
+  // admitted here keeps its places until it is sequenced), else the rejection reason.
+  std::string refuse_over_stream_limit(std::span<const RouterEvent> events) {
+    const auto refused = sequencer.refuse_new_streams(events);
+    if (!refused) return {};
+    std::string named;
+    for (std::size_t i = 0; i < refused->size() && i < 3; ++i) {
+      named += fmt::format("{}worker {} rank {}", i == 0 ? "" : ", ", (*refused)[i].worker_id, (*refused)[i].dp_rank);
+    }
+    if (refused->size() > 3) named += ", ...";
+    return fmt::format("stream limit reached: {} (worker, rank) streams; this message would add {} new ({}); remove "
+                       "workers ({}) or raise --max-streams",
+                       sequencer.max_streams(), refused->size(), named, subjects.admin_remove_worker());
+  }
+
+  // Counts an event message refused by the stream limit and dead-letters it. Outside the lock.
+  void reject_over_stream_limit(std::string_view subject, std::string_view data, const std::vector<RouterEvent>& events,
+                                const std::string& reason) {
+    stream_limit_rejections->inc();
+    for (const RouterEvent& e : events) events_by[static_cast<std::size_t>(kind_of(e.event.data))][2]->inc();
+    dead_letter(subject, data, "stream_limit", reason);
   }
 
   // Caller holds dispatch_mutex for this and the hand_to_lanes() that must follow. Runs the
@@ -311,7 +408,18 @@ struct KvidxService::Impl {
 
   void on_core_message(CoreIngest& state, const Message& msg) {
     if (prepare_message(msg.subject(), msg.data(), state.decoded)) {
-      if (state.burst.empty()) {
+      std::string refused;
+      if (config.max_streams > 0) {
+        // NOTE: checked per message (bursts merge messages): the places of its new streams are
+        // reserved now, so the burst that carries them later is within the limit. (A removal of
+        // the same worker in between frees a reserved place early; the limit can then be passed
+        // by the streams of the bursts in flight, at most kCoreBurst events' worth.)
+        std::lock_guard lock(dispatch_mutex);
+        refused = refuse_over_stream_limit(state.decoded);
+      }
+      if (!refused.empty()) {
+        reject_over_stream_limit(msg.subject(), msg.data(), state.decoded, refused);
+      } else if (state.burst.empty()) {
         state.burst.swap(state.decoded);
       } else {
         state.burst.insert(state.burst.end(), std::make_move_iterator(state.decoded.begin()),
@@ -347,6 +455,14 @@ struct KvidxService::Impl {
     // lanes: a batch is either fully dispatched before the drain (and the final snapshot) or refused.
     if (!local_open) return BusError{NATS_ILLEGAL_STATE, "service is not running"};
     local_batches_total->inc();
+    if (std::string refused = refuse_over_stream_limit(batch); !refused.empty()) {
+      stream_limit_rejections->inc();
+      for (const RouterEvent& e : batch) events_by[static_cast<std::size_t>(kind_of(e.event.data))][2]->inc();
+      if (const auto v = warnings.admit("local_stream_limit"); v.log) {
+        spdlog::warn("refused a batch of {} events from an in-process source: {}{}", batch.size(), refused, suppressed_note(v));
+      }
+      return BusError{NATS_ERR, refused};
+    }
     dispatch_events(batch);
     return {};
   }
@@ -398,6 +514,7 @@ struct KvidxService::Impl {
     std::vector<std::vector<RouterEvent>> prepared;
     std::vector<std::uint64_t> sequences;
     std::vector<char> usable;  // 0: redelivered duplicate or dead-lettered
+    std::vector<std::pair<std::size_t, std::string>> over_limit;  // refused by the stream limit, with the reason
     while (true) {
       {
         std::unique_lock lock(ack_mutex);
@@ -423,16 +540,28 @@ struct KvidxService::Impl {
       }
       std::size_t events = 0;
       std::uint64_t last_sequence = 0;
+      over_limit.clear();
       {
         std::lock_guard lock(dispatch_mutex);
         for (std::size_t i = 0; i < n; ++i) {
           if (sequences[i] != 0 && sequences[i] <= dispatched_sequence) continue;
-          if (usable[i]) events += sequence_events(prepared[i]);
+          if (usable[i]) {
+            // NOTE: the limit is checked here, in the same critical section as the sequencing,
+            // so the check and the streams it admits cannot be separated by another message.
+            if (std::string refused = refuse_over_stream_limit(prepared[i]); !refused.empty()) {
+              over_limit.emplace_back(i, std::move(refused));
+            } else {
+              events += sequence_events(prepared[i]);
+            }
+          }
           if (sequences[i] != 0) dispatched_sequence = sequences[i];
         }
         hand_to_lanes();
         last_sequence = dispatched_sequence;
       }
+      // Dead letters outside the lock, while the batch's messages are still here (the last one
+      // moves to the acker below).
+      for (const auto& [i, reason] : over_limit) reject_over_stream_limit(msgs[i].subject(), msgs[i].data(), prepared[i], reason);
       for (std::size_t i = 0; i < n; ++i) prepared[i].clear();
       {
         std::lock_guard lock(ack_mutex);
@@ -540,7 +669,13 @@ struct KvidxService::Impl {
     const auto t0 = Clock::now();
     auto request = decode_score_request(msg.data(), config.query_limits);
     if (!request.ok()) {
-      reply(msg, encode_error_reply({"bad_request", request.error().message()}));
+      const CodecError& error = request.error();
+      queries_rejected[static_cast<std::size_t>(error.kind)]->inc();
+      if (const auto v = warnings.admit(fmt::format("query_rejected:{}", to_string(error.kind))); v.log) {
+        spdlog::warn("score query of {} bytes rejected ({}): {}{}", msg.data().size(), to_string(error.kind),
+                     error.message(), suppressed_note(v));
+      }
+      reply(msg, encode_error_reply({"bad_request", error.message()}));
     } else {
       const OverlapScores scores = indexer.find_matches(request.value().local_hashes, request.value().early_exit);
       ScoreReply out = make_score_reply(scores);
@@ -554,6 +689,14 @@ struct KvidxService::Impl {
       reply(msg, encode_score_reply(out));
     }
     query_latency->observe(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+
+  Json queries_rejected_json() const {
+    Json out = Json::object();
+    for (std::size_t k = 0; k < kCodecErrorKinds; ++k) {
+      out[std::string(to_string(static_cast<CodecErrorKind>(k)))] = queries_rejected[k]->value();
+    }
+    return out;
   }
 
   Json stats_json() {
@@ -573,6 +716,12 @@ struct KvidxService::Impl {
                 {"missing_events", s.missing_events},
                 {"resets", s.resets},
                 {"dead_letters", s.dead_letters},
+                {"dead_letters_truncated", s.dead_letters_truncated},
+                {"dead_letter_failures", s.dead_letter_failures},
+                {"stream_limit_rejections", s.stream_limit_rejections},
+                {"max_streams", config.max_streams},
+                {"queries_rejected", s.queries_rejected},
+                {"queries_rejected_by_reason", queries_rejected_json()},
                 {"dispatched_sequence", s.dispatched_sequence},
                 {"acked_sequence", s.acked_sequence},
                 {"restored_sequence", s.restored_sequence},
@@ -690,6 +839,17 @@ struct KvidxService::Impl {
     send(Json{{"end", true}, {"events", events->size()}, {"chunks", chunks}}.dump(), "end");
   }
 
+  // Routing decisions and lifecycle messages are one JSON document under the codec's rules (size,
+  // nesting, nothing but whitespace after the value, bounded reasons). Throws std::runtime_error
+  // with the reason, like the field accesses that follow.
+  Json parse_request_document(std::string_view data) const {
+    try {
+      return json_reader::parse_document(data, config.query_limits.max_message_bytes, config.query_limits.max_nesting_depth);
+    } catch (const json_reader::JsonFieldError& e) {
+      throw std::runtime_error(e.error.message());
+    }
+  }
+
   // <prefix>.routing.decisions (approximate mode): the router's choice for one request,
   //   {"worker_id":u64, "dp_rank"?:u32, "local_hashes":[u64...], "sequence_hashes"?:[u64...]}
   // sequence_hashes default to the chain of local_hashes (hashing.h). A reply, when asked for, is
@@ -697,7 +857,7 @@ struct KvidxService::Impl {
   void on_routing_decision(Message msg) {
     std::string problem;
     try {
-      const Json doc = Json::parse(msg.data());
+      const Json doc = parse_request_document(msg.data());
       const WorkerWithDpRank stream{doc.at("worker_id").get<WorkerId>(), doc.value("dp_rank", DpRank{0})};
       std::vector<LocalBlockHash> locals;
       for (const auto& h : doc.at("local_hashes")) locals.push_back(LocalBlockHash{h.get<std::uint64_t>()});
@@ -714,10 +874,12 @@ struct KvidxService::Impl {
         case RoutingDecisionStatus::offline: problem = "indexer offline"; break;
       }
     } catch (const std::exception& e) {
-      problem = e.what();
+      problem = untrusted_excerpt(e.what(), kReasonBytes);  // nlohmann quotes the offending token whole
     }
     if (!problem.empty()) {
-      spdlog::warn("routing decision rejected: {}", problem);
+      if (const auto v = warnings.admit("routing_decision_rejected"); v.log) {
+        spdlog::warn("routing decision rejected: {}{}", problem, suppressed_note(v));
+      }
       reply(msg, encode_error_reply({"bad_request", problem}));
       return;
     }
@@ -734,7 +896,7 @@ struct KvidxService::Impl {
     LoadStatus status = LoadStatus::ok;
     std::string problem;
     try {
-      const Json doc = Json::parse(msg.data());
+      const Json doc = parse_request_document(msg.data());
       const std::string op = doc.at("op").get<std::string>();
       const std::string id = doc.at("request_id").get<std::string>();
       if (op == "admit") {
@@ -750,10 +912,10 @@ struct KvidxService::Impl {
       } else if (op == "finish") {
         status = load.finish(id).status;
       } else {
-        problem = "unknown op " + op;
+        problem = "unknown op " + untrusted_excerpt(op);
       }
     } catch (const std::exception& e) {
-      problem = e.what();
+      problem = untrusted_excerpt(e.what(), kReasonBytes);  // nlohmann quotes the offending token whole
     }
     if (problem.empty() && status != LoadStatus::ok) problem = std::string(to_string(status));
     if (problem.empty()) {
@@ -761,7 +923,10 @@ struct KvidxService::Impl {
       reply(msg, R"({"ok":true})");
     } else {
       lifecycle_rejected->inc();
-      spdlog::debug("request lifecycle message rejected: {}", problem);
+      if (const auto v = warnings.admit("lifecycle_rejected"); v.log) {
+        spdlog::warn("request lifecycle message on {} rejected: {}{}", untrusted_excerpt(msg.subject()), problem,
+                     suppressed_note(v));
+      }
       reply(msg, encode_error_reply({"bad_request", problem}));
     }
   }
@@ -777,6 +942,10 @@ struct KvidxService::Impl {
     s.missing_events = missing_total->value();
     s.resets = resets_total->value();
     s.dead_letters = dead_letters_total->value();
+    s.dead_letters_truncated = dead_letters_truncated->value();
+    for (const Counter* c : dead_letter_failures) s.dead_letter_failures += c->value();
+    s.stream_limit_rejections = stream_limit_rejections->value();
+    for (const Counter* c : queries_rejected) s.queries_rejected += c->value();
     s.snapshots_written = snapshots_total->value();
     s.local_batches = local_batches_total->value();
     {
@@ -957,6 +1126,9 @@ struct KvidxService::Impl {
     snapshots.reset();
     js.reset();
     healthy = false;
+    for (const auto& [kind, count] : warnings.take_suppressed()) {
+      spdlog::warn("{} more '{}' warning(s) were not logged since the previous such line (see the counters)", count, kind);
+    }
   }
 };
 

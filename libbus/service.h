@@ -75,6 +75,11 @@ struct ServiceConfig {
   bool serve_queries = true;
   DecodeLimits limits;        // event messages: bytes, blocks per event, batch size, nesting
   QueryLimits query_limits;  // kv.query.scores requests: bytes, hashes (query length), nesting
+  // Distinct (worker, rank) streams (0: unlimited). An event message that would add streams past
+  // it is dead-lettered whole ("stream limit reached: ..."); a removed worker frees its streams'
+  // places. Each stream costs about 1 KB of index state, so the default caps that at ~1 GB while
+  // staying far above real fleets (10^4 workers x 16 ranks = 1.6 x 10^5 streams).
+  std::size_t max_streams = 1'000'000;
   // Set: approximate mode. Routing decisions on <prefix>.routing.decisions are indexed as if the
   // worker had reported the blocks, with a TTL and a size cap (PruneConfig).
   std::optional<PruneConfig> approximate;
@@ -88,7 +93,11 @@ struct ServiceStats {
   std::uint64_t gaps = 0;
   std::uint64_t missing_events = 0;
   std::uint64_t resets = 0;
-  std::uint64_t dead_letters = 0;
+  std::uint64_t dead_letters = 0;            // published on the dead-letter subject
+  std::uint64_t dead_letters_truncated = 0;  // of those, body cut to fit the server's max_payload
+  std::uint64_t dead_letter_failures = 0;    // rejected messages whose dead letter could not be published
+  std::uint64_t stream_limit_rejections = 0; // event messages refused by max_streams (also dead letters)
+  std::uint64_t queries_rejected = 0;        // score queries answered with bad_request
   std::uint64_t dispatched_sequence = 0;  // JetStream: last stream sequence handed to lanes
   std::uint64_t acked_sequence = 0;       // JetStream: last stream sequence acknowledged (applied)
   std::uint64_t snapshots_written = 0;

@@ -19,6 +19,8 @@ namespace kvidx::bus {
 inline constexpr const char* kQueueGroup = "kvidx";
 inline constexpr const char* kDeadLetterReasonHeader = "Kvidx-Reason";
 inline constexpr const char* kDeadLetterSubjectHeader = "Kvidx-Subject";
+// Only on a dead letter whose body was cut to fit the server's max_payload: the original size in bytes.
+inline constexpr const char* kDeadLetterTruncatedHeader = "Kvidx-Truncated";
 
 class Subjects {
  public:

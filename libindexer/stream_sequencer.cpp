@@ -8,7 +8,8 @@ SequenceDecision StreamSequencer::observe(WorkerWithDpRank stream, std::uint64_t
   SequenceDecision decision;
   auto [it, inserted] = streams_.try_emplace(stream);
   StreamState& state = it->second;
-  if (inserted) {
+  if (inserted || !state.seen) {
+    state.seen = true;
     state.watermark = event_id;
     ++counters_.applied;
     return decision;
@@ -43,14 +44,30 @@ SequenceDecision StreamSequencer::observe(WorkerWithDpRank stream, std::uint64_t
   return decision;
 }
 
+std::optional<std::vector<WorkerWithDpRank>> StreamSequencer::refuse_new_streams(std::span<const RouterEvent> events) {
+  if (options_.max_streams == 0) return std::nullopt;
+  unknown_.clear();
+  for (const RouterEvent& e : events) {
+    if (!streams_.contains(e.stream())) unknown_.push_back(e.stream());
+  }
+  if (unknown_.empty()) return std::nullopt;
+  std::sort(unknown_.begin(), unknown_.end());
+  unknown_.erase(std::unique(unknown_.begin(), unknown_.end()), unknown_.end());
+  // NOTE: a limit lowered below what a restored snapshot holds admits no new stream until
+  // removals bring the count under it; known streams go on as before.
+  if (streams_.size() + unknown_.size() > options_.max_streams) return unknown_;
+  for (const WorkerWithDpRank& stream : unknown_) streams_.emplace(stream, StreamState{0, false, false});
+  return std::nullopt;
+}
+
 std::optional<std::uint64_t> StreamSequencer::watermark(WorkerWithDpRank stream) const {
   auto it = streams_.find(stream);
-  if (it == streams_.end()) return std::nullopt;
+  if (it == streams_.end() || !it->second.seen) return std::nullopt;
   return it->second.watermark;
 }
 
 void StreamSequencer::restore(WorkerWithDpRank stream, std::uint64_t watermark) {
-  streams_[stream] = StreamState{watermark, false};
+  streams_[stream] = StreamState{watermark, false, true};
 }
 
 void StreamSequencer::forget(WorkerWithDpRank stream) { streams_.erase(stream); }
@@ -64,7 +81,9 @@ void StreamSequencer::clear() { streams_.clear(); }
 std::vector<std::pair<WorkerWithDpRank, std::uint64_t>> StreamSequencer::watermarks() const {
   std::vector<std::pair<WorkerWithDpRank, std::uint64_t>> out;
   out.reserve(streams_.size());
-  for (const auto& [stream, state] : streams_) out.emplace_back(stream, state.watermark);
+  for (const auto& [stream, state] : streams_) {
+    if (state.seen) out.emplace_back(stream, state.watermark);  // reserved streams have no watermark yet
+  }
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -12,10 +12,16 @@
 //  - id > watermark + 1: gap of (id - watermark - 1) events -> counted, reported once per stream
 //    (first_gap_in_stream) and applied; with `clear_on_gap` the caller also clears the stream first
 //    (re-sync: drop that rank's possibly stale blocks and rebuild from fresh state).
+// Stream limit (`max_streams`, 0 = none): the caller admits each message's streams with
+// admit_streams() before observing its events, so a message that would bring the number of
+// distinct (worker, rank) streams past the limit is refused whole; forgetting streams (a removed
+// worker) frees their places.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -28,6 +34,7 @@ struct StreamSequencerOptions {
   // A backwards jump larger than this is a restart, not a duplicate; 0 disables (only id 0 resets).
   std::uint64_t reset_distance = 0;
   bool clear_on_gap = false;
+  std::size_t max_streams = 0;  // distinct (worker, rank) streams; 0: unlimited
 };
 
 enum class SequenceVerdict : std::uint8_t { apply, duplicate, gap, reset };
@@ -56,6 +63,13 @@ class StreamSequencer {
   // Classifies `event_id` for `stream` and, unless it is a duplicate, advances the watermark.
   SequenceDecision observe(WorkerWithDpRank stream, std::uint64_t event_id);
 
+  // The streams of `events` that are not known yet, if taking them all would exceed max_streams
+  // (then nothing changes); otherwise none: they are reserved (counted from now on, their first
+  // observe() still a first event). Always admits when there is no limit.
+  std::optional<std::vector<WorkerWithDpRank>> refuse_new_streams(std::span<const RouterEvent> events);
+  std::size_t stream_count() const { return streams_.size(); }
+  std::size_t max_streams() const { return options_.max_streams; }
+
   std::optional<std::uint64_t> watermark(WorkerWithDpRank stream) const;
   // Sets a stream's watermark (restoring a snapshot).
   void restore(WorkerWithDpRank stream, std::uint64_t watermark);
@@ -73,11 +87,13 @@ class StreamSequencer {
   struct StreamState {
     std::uint64_t watermark = 0;
     bool gap_reported = false;
+    bool seen = true;  // false: reserved by refuse_new_streams, no event observed yet
   };
 
   StreamSequencerOptions options_;
   std::unordered_map<WorkerWithDpRank, StreamState, WorkerWithDpRankHasher> streams_;
   SequencerCounters counters_;
+  std::vector<WorkerWithDpRank> unknown_;  // scratch of refuse_new_streams
 };
 
 }  // namespace kvidx

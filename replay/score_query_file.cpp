@@ -1,36 +1,31 @@
 #include "replay/score_query_file.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
+
+#include "libbus/codec/event_codec.h"
+#include "libbus/codec/json_reader.h"
 
 namespace kvidx {
 
 Decoded<ScoreQueryLine> decode_score_query_line(std::string_view line) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& e) {
-    std::string what = e.what();
-    if (auto pos = what.find("] "); pos != std::string::npos) what.erase(0, pos + 2);
-    return CodecError{"", "invalid JSON: " + what};
-  }
-  if (!doc.is_object()) return CodecError{"", "expected an object"};
-  ScoreQueryLine query;
-  if (auto id = doc.find("id"); id != doc.end()) query.id_json = id->dump();
-  auto hashes = doc.find("local_hashes");
-  if (hashes == doc.end()) return CodecError{"local_hashes", "missing required field"};
-  if (!hashes->is_array()) return CodecError{"local_hashes", "expected an array"};
-  query.local_hashes.reserve(hashes->size());
-  for (std::size_t i = 0; i < hashes->size(); ++i) {
-    const auto& value = (*hashes)[i];
-    if (!value.is_number_unsigned()) {
-      return CodecError{fmt::format("local_hashes[{}]", i), "expected an unsigned 64-bit integer"};
+  using namespace json_reader;
+  // NOTE: the codec's document rules (size, nesting, trailing bytes, bounded reasons) apply here too.
+  const DecodeLimits limits;
+  return guarded([&] {
+    const Json doc = parse_document(line, limits.max_message_bytes, limits.max_nesting_depth);
+    require_object(doc, "");
+    ScoreQueryLine query;
+    if (const Json* id = find(doc, "id"); id != nullptr) query.id_json = id->dump();
+    const Json& hashes = require(doc, "local_hashes", "");
+    if (!hashes.is_array()) fail(Kind::wrong_type, "local_hashes", fmt::format("expected an array, got {}", type_name(hashes)));
+    query.local_hashes.reserve(hashes.size());
+    for (std::size_t i = 0; i < hashes.size(); ++i) {
+      query.local_hashes.push_back(LocalBlockHash{read_u64(hashes[i], join("local_hashes", i))});
     }
-    query.local_hashes.push_back(LocalBlockHash{value.get<std::uint64_t>()});
-  }
-  return query;
+    return query;
+  });
 }
 
 std::string encode_score_line(const ScoreQueryLine& query, const OverlapScores& scores) {

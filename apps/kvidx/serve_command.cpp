@@ -49,6 +49,7 @@ struct ServeFlags {
   std::size_t max_blocks_per_event = DecodeLimits{}.max_blocks_per_event;
   std::size_t max_events_per_message = DecodeLimits{}.max_events_per_batch;
   std::size_t max_query_hashes = QueryLimits{}.max_hashes;
+  std::size_t max_streams = bus::ServiceConfig{}.max_streams;  // distinct (worker, rank) streams; 0: unlimited
   // Approximate mode: index routing decisions with a TTL (off unless --approximate).
   bool approximate = false;
   std::string approximate_ttl = "120s";
@@ -184,6 +185,7 @@ int run_serve(const ServeFlags& flags) {
   config.limits.max_events_per_batch = flags.max_events_per_message;
   config.query_limits.max_message_bytes = flags.max_message_bytes;
   config.query_limits.max_hashes = flags.max_query_hashes;
+  config.max_streams = flags.max_streams;
   // Validated before --check-config returns, used once the service runs.
   const bool serve_metrics = !flags.metrics.empty() && flags.metrics != "off";
   std::string metrics_host;
@@ -205,11 +207,11 @@ int run_serve(const ServeFlags& flags) {
     // NOTE: parse and validate only (deployment checks, e.g. the docker-compose config): no NATS.
     std::printf("config ok: nats %s, mode %s, %zu lanes, prefix '%s', durable '%s', metrics %s, "
                 "max message bytes %zu, max blocks per event %zu, max events per message %zu, max query hashes %zu, "
-                "%zu zmq sources\n",
+                "max streams %s, %zu zmq sources\n",
                 bus::redact_url(config.nats_url).c_str(), flags.mode.c_str(), config.lanes, config.subject_prefix.c_str(),
                 config.durable.c_str(), flags.metrics.c_str(), config.limits.max_message_bytes,
                 config.limits.max_blocks_per_event, config.limits.max_events_per_batch, config.query_limits.max_hashes,
-                zmq_sources.size());
+                config.max_streams == 0 ? "unlimited" : std::to_string(config.max_streams).c_str(), zmq_sources.size());
     for (const auto& source : zmq_sources) std::printf("  zmq %s\n", bridge::describe_zmq_source(source).c_str());
     return kExitOk;
   }
@@ -266,8 +268,10 @@ int run_serve(const ServeFlags& flags) {
   service.stop(/*final_snapshot=*/true);
   if (http) http->stop();
   const auto stats = service.stats();
-  spdlog::info("stopped: {} messages, {} events applied, {} duplicates, {} gaps, {} dead letters", stats.messages,
-               stats.events_applied, stats.duplicates, stats.gaps, stats.dead_letters);
+  spdlog::info("stopped: {} messages, {} events applied, {} duplicates, {} gaps, {} dead letters ({} could not be "
+               "published), {} score queries rejected",
+               stats.messages, stats.events_applied, stats.duplicates, stats.gaps, stats.dead_letters,
+               stats.dead_letter_failures, stats.queries_rejected);
   return kExitOk;
 }
 
@@ -309,6 +313,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-query-hashes", flags->max_query_hashes, "Most local_hashes per score query (token_ids: 64 x this)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26));
+  cmd->add_option("--max-streams", flags->max_streams,
+                  "Most distinct (worker, rank) streams; an event message adding more is dead-lettered (0 = unlimited)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 32));
   cmd->add_flag("--approximate", flags->approximate,
                 "Approximate mode: index routing decisions (<prefix>.routing.decisions) with a TTL");
   cmd->add_option("--approximate-ttl", flags->approximate_ttl, "How long a routed block stays indexed")

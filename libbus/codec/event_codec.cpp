@@ -28,9 +28,9 @@ KvCacheStoreData read_stored(const Json& body, const std::string& path, const De
   }
   const std::string blocks_path = join(path, "blocks");
   const Json& blocks = require(body, "blocks", path);
-  if (!blocks.is_array()) fail(blocks_path, fmt::format("expected an array, got {}", type_name(blocks)));
+  if (!blocks.is_array()) fail(Kind::wrong_type, blocks_path, fmt::format("expected an array, got {}", type_name(blocks)));
   if (blocks.size() > limits.max_blocks_per_event) {
-    fail(blocks_path, fmt::format("{} blocks exceed the limit of {} per event", blocks.size(), limits.max_blocks_per_event));
+    fail(Kind::limit, blocks_path, fmt::format("{} blocks exceed the limit of {} per event", blocks.size(), limits.max_blocks_per_event));
   }
   data.blocks.reserve(blocks.size());
   for (std::size_t i = 0; i < blocks.size(); ++i) {
@@ -41,7 +41,7 @@ KvCacheStoreData read_stored(const Json& body, const std::string& path, const De
     out.block_hash = ExternalSequenceBlockHash{read_u64(require(block, "block_hash", block_path), join(block_path, "block_hash"))};
     out.tokens_hash = LocalBlockHash{read_u64(require(block, "tokens_hash", block_path), join(block_path, "tokens_hash"))};
     if (const Json* mm = find(block, "mm_extra_info"); mm != nullptr && !mm->is_null()) {
-      if (!mm->is_object()) fail(join(block_path, "mm_extra_info"), fmt::format("expected an object or null, got {}", type_name(*mm)));
+      if (!mm->is_object()) fail(Kind::wrong_type, join(block_path, "mm_extra_info"), fmt::format("expected an object or null, got {}", type_name(*mm)));
       out.mm_extra_info = mm->dump();
     }
     data.blocks.push_back(std::move(out));
@@ -53,9 +53,9 @@ KvCacheRemoveData read_removed(const Json& body, const std::string& path, const 
   require_object(body, path);
   const std::string hashes_path = join(path, "block_hashes");
   const Json& hashes = require(body, "block_hashes", path);
-  if (!hashes.is_array()) fail(hashes_path, fmt::format("expected an array, got {}", type_name(hashes)));
+  if (!hashes.is_array()) fail(Kind::wrong_type, hashes_path, fmt::format("expected an array, got {}", type_name(hashes)));
   if (hashes.size() > limits.max_blocks_per_event) {
-    fail(hashes_path, fmt::format("{} hashes exceed the limit of {} per event", hashes.size(), limits.max_blocks_per_event));
+    fail(Kind::limit, hashes_path, fmt::format("{} hashes exceed the limit of {} per event", hashes.size(), limits.max_blocks_per_event));
   }
   KvCacheRemoveData data;
   data.block_hashes.reserve(hashes.size());
@@ -70,10 +70,11 @@ KvCacheEventData read_data(const Json& data, const std::string& path, const Deco
   if (data.is_string()) {
     const auto name = data.get<std::string>();
     if (name == "cleared") return KvCacheClearData{};
-    fail(path, fmt::format("unknown variant '{}' (expected stored, removed or cleared)", name));
+    fail(Kind::invalid_value, path,
+         fmt::format("unknown variant '{}' (expected stored, removed or cleared)", untrusted_excerpt(name)));
   }
-  if (!data.is_object()) fail(path, fmt::format("expected an object or \"cleared\", got {}", type_name(data)));
-  if (data.size() != 1) fail(path, fmt::format("expected exactly one variant key, got {}", data.size()));
+  if (!data.is_object()) fail(Kind::wrong_type, path, fmt::format("expected an object or \"cleared\", got {}", type_name(data)));
+  if (data.size() != 1) fail(Kind::invalid_value, path, fmt::format("expected exactly one variant key, got {}", data.size()));
   const auto variant = data.begin();
   const std::string& name = variant.key();
   const Json& body = variant.value();
@@ -82,11 +83,12 @@ KvCacheEventData read_data(const Json& data, const std::string& path, const Deco
   if (name == "removed") return read_removed(body, body_path, limits);
   if (name == "cleared") {
     if (!body.is_null() && !(body.is_object() && body.empty())) {
-      fail(body_path, fmt::format("expected null or {{}}, got {}", type_name(body)));
+      fail(Kind::wrong_type, body_path, fmt::format("expected null or {{}}, got {}", type_name(body)));
     }
     return KvCacheClearData{};
   }
-  fail(path, fmt::format("unknown variant '{}' (expected stored, removed or cleared)", name));
+  fail(Kind::invalid_value, path,
+         fmt::format("unknown variant '{}' (expected stored, removed or cleared)", untrusted_excerpt(name)));
 }
 
 RouterEvent read_router_event(const Json& root, const std::string& path, const DecodeLimits& limits) {
@@ -97,7 +99,8 @@ RouterEvent read_router_event(const Json& root, const std::string& path, const D
     const auto name = read_string(*tier, join(path, "storage_tier"));
     event.storage_tier = storage_tier_from_string(name);
     if (!event.storage_tier) {
-      fail(join(path, "storage_tier"), fmt::format("unknown tier '{}' (expected device, host_pinned, disk or external)", name));
+      fail(Kind::invalid_value, join(path, "storage_tier"),
+           fmt::format("unknown tier '{}' (expected device, host_pinned, disk or external)", untrusted_excerpt(name)));
     }
   }
   const std::string inner = join(path, "event");
@@ -156,7 +159,7 @@ Decoded<std::vector<RouterEvent>> decode_router_events_dom(std::string_view json
       return events;
     }
     if (root.size() > limits.max_events_per_batch) {
-      fail("", fmt::format("batch of {} events exceeds the limit of {}", root.size(), limits.max_events_per_batch));
+      fail(Kind::limit, "", fmt::format("batch of {} events exceeds the limit of {}", root.size(), limits.max_events_per_batch));
     }
     events.reserve(root.size());
     for (std::size_t i = 0; i < root.size(); ++i) events.push_back(read_router_event(root[i], join("", i), limits));
@@ -242,7 +245,7 @@ Decoded<EventLogLine> decode_event_log_line_dom(std::string_view line, const Dec
     }
     out.event = read_router_event(require(root, "event", ""), "event", limits);
     if (const Json* ts = find(root, "ts"); ts != nullptr && !ts->is_null()) {
-      if (!ts->is_number()) fail("ts", fmt::format("expected a number, got {}", type_name(*ts)));
+      if (!ts->is_number()) fail(Kind::wrong_type, "ts", fmt::format("expected a number, got {}", type_name(*ts)));
       out.ts = ts->get<double>();
     }
     if (const Json* subject = find(root, "subject"); subject != nullptr && !subject->is_null()) {

@@ -1,4 +1,6 @@
-// Private to the codec: typed, path-aware field access over nlohmann::json. A failed read throws
+// Typed, path-aware field access over nlohmann::json for the codec's decoders, also used by the
+// other readers of untrusted JSON (replay's query file, the service's routing decisions and
+// lifecycle messages) so every document follows the same rules. A failed read throws
 // JsonFieldError, which every public decode function catches and turns into a CodecError.
 #pragma once
 
@@ -10,22 +12,26 @@
 #include <string_view>
 
 #include "libbus/codec/codec_result.h"
+#include "libbus/codec/untrusted_text.h"
 
 namespace kvidx::json_reader {
 
 using Json = nlohmann::json;
+using Kind = CodecErrorKind;
 
 struct JsonFieldError {
   CodecError error;
 };
 
-[[noreturn]] void fail(std::string field, std::string reason);
+[[noreturn]] void fail(Kind kind, std::string field, std::string reason);
 
 std::string join(std::string_view parent, std::string_view key);
 std::string join(std::string_view parent, std::size_t index);
 std::string_view type_name(const Json& value);
 
-// Parse a document; depth above `max_depth`, bad syntax and trailing garbage are errors.
+// Parse one document. Errors: more than `max_bytes`, nesting above `max_depth`, bad syntax, and
+// anything but whitespace after the value ("trailing bytes after the JSON value at offset N",
+// NUL bytes included). Quoted input in the reasons is a bounded excerpt (untrusted_text.h).
 Json parse_document(std::string_view text, std::size_t max_bytes, std::size_t max_depth);
 
 const Json& require(const Json& object, std::string_view key, std::string_view path);
@@ -45,7 +51,7 @@ auto guarded(F&& decode) -> Decoded<decltype(decode())> {
   } catch (const JsonFieldError& e) {
     return e.error;
   } catch (const std::exception& e) {
-    return CodecError{"", std::string("unexpected decoder failure: ") + e.what()};
+    return CodecError{"", "unexpected decoder failure: " + untrusted_excerpt(e.what()), Kind::bad_json};
   }
 }
 

@@ -16,8 +16,8 @@ using namespace json_reader;
 const Json& require_array(const Json& object, std::string_view key, std::string_view path, std::size_t max) {
   const Json& value = require(object, key, path);
   const std::string field = join(path, key);
-  if (!value.is_array()) fail(field, fmt::format("expected an array, got {}", type_name(value)));
-  if (value.size() > max) fail(field, fmt::format("{} entries exceed the limit of {}", value.size(), max));
+  if (!value.is_array()) fail(Kind::wrong_type, field, fmt::format("expected an array, got {}", type_name(value)));
+  if (value.size() > max) fail(Kind::limit, field, fmt::format("{} entries exceed the limit of {}", value.size(), max));
   return value;
 }
 
@@ -30,7 +30,7 @@ WorkerWithDpRank read_worker(const Json& item, const std::string& path) {
 }
 
 std::vector<WorkerBlocks> read_worker_blocks(const Json& array, const std::string& path) {
-  if (!array.is_array()) fail(path, fmt::format("expected an array, got {}", type_name(array)));
+  if (!array.is_array()) fail(Kind::wrong_type, path, fmt::format("expected an array, got {}", type_name(array)));
   std::vector<WorkerBlocks> out;
   out.reserve(array.size());
   for (std::size_t i = 0; i < array.size(); ++i) {
@@ -60,9 +60,9 @@ Decoded<ScoreRequest> decode_score_request(std::string_view json, const QueryLim
     ScoreRequest request;
     const bool has_hashes = root.contains("local_hashes");
     const bool has_tokens = root.contains("token_ids");
-    if (has_hashes == has_tokens) fail("", "expected exactly one of local_hashes or token_ids");
+    if (has_hashes == has_tokens) fail(Kind::invalid_value, "", "expected exactly one of local_hashes or token_ids");
     if (const Json* early = find(root, "early_exit"); early != nullptr && !early->is_null()) {
-      if (!early->is_boolean()) fail("early_exit", fmt::format("expected a boolean, got {}", type_name(*early)));
+      if (!early->is_boolean()) fail(Kind::wrong_type, "early_exit", fmt::format("expected a boolean, got {}", type_name(*early)));
       request.early_exit = early->get<bool>();
     }
     if (has_hashes) {
@@ -75,14 +75,14 @@ Decoded<ScoreRequest> decode_score_request(std::string_view json, const QueryLim
     }
     const Json& tokens = require_array(root, "token_ids", "", limits.max_hashes * 64);
     const std::uint32_t block_size = read_u32(require(root, "block_size", ""), "block_size");
-    if (block_size == 0) fail("block_size", "must be at least 1");
+    if (block_size == 0) fail(Kind::invalid_value, "block_size", "must be at least 1");
     std::string lora;
     if (const Json* name = find(root, "lora_name"); name != nullptr && !name->is_null()) {
       lora = read_string(*name, "lora_name");
     }
     bool eagle = false;
     if (const Json* flag = find(root, "eagle"); flag != nullptr && !flag->is_null()) {
-      if (!flag->is_boolean()) fail("eagle", fmt::format("expected a boolean, got {}", type_name(*flag)));
+      if (!flag->is_boolean()) fail(Kind::wrong_type, "eagle", fmt::format("expected a boolean, got {}", type_name(*flag)));
       eagle = flag->get<bool>();
     }
     std::vector<std::uint32_t> ids;
@@ -141,7 +141,8 @@ Decoded<ScoreReply> decode_score_reply(std::string_view json, const QueryLimits&
     require_object(root, "");
     if (const Json* error = find(root, "error"); error != nullptr) {
       const auto decoded = decode_error_reply(json);
-      fail("error", decoded ? decoded->code + ": " + decoded->message : "malformed error reply");
+      fail(Kind::invalid_value, "error",
+           decoded ? untrusted_excerpt(decoded->code + ": " + decoded->message, kReasonBytes) : "malformed error reply");
     }
     ScoreReply reply;
     const Json& scores = require_array(root, "scores", "", limits.max_hashes);

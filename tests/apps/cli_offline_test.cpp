@@ -127,6 +127,38 @@ TEST_CASE("bad lines are skipped and counted, --strict stops with file:line, --f
   CHECK(lines_of(missing.err).size() == 1);  // one clear line
 }
 
+TEST_CASE("replay: a line with bytes after its event is a bad line, --strict stops there with the offset") {
+  TempDir dir;
+  const std::string path = dir.file("trailing.jsonl");
+  {
+    EventLogWriter out(path);
+    out.write(make_store_event(1, {1, 2, 3}));
+    out.write_raw_line(encode_router_event(make_store_event_with_parent(1, {1, 2, 3}, {4})) + " \t");  // whitespace: fine
+    std::string garbage = encode_router_event(make_store_event_with_parent(1, {1, 2, 3, 4}, {5}));
+    const std::size_t offset = garbage.size();
+    garbage.append(std::string("\0\0garbage", 9));
+    out.write_raw_line(garbage);
+    REQUIRE(out.close());
+    const std::string reason = "invalid JSON: trailing bytes after the JSON value at offset " + std::to_string(offset);
+
+    auto strict = run_command({kKvidx, "replay", "--strict", "--events", path});
+    CHECK(strict.exit_code == 3);
+    CHECK(strict.err.find(path + ":3: " + reason) != std::string::npos);
+
+    auto lenient = run_command({kKvidx, "replay", "--events", path, "--snapshot-out", dir.file("snap.jsonl")});
+    CHECK(lenient.exit_code == 0);
+    CHECK(lenient.err.find("1 bad lines") != std::string::npos);
+    CHECK(lenient.err.find("bad line 3: " + reason) != std::string::npos);
+    // The rejected line's event is not applied: blocks 1-4 only.
+    std::size_t blocks = 0;
+    for (const auto& line : lines_of(read_file(dir.file("snap.jsonl")))) {
+      const auto event = nlohmann::json::parse(line);
+      blocks += event.at("event").at("data").at("stored").at("blocks").size();
+    }
+    CHECK(blocks == 4);
+  }
+}
+
 TEST_CASE("kvidx stats --events prints one JSON object with counts and the edge histogram") {
   TempDir dir;
   write_sample_log(dir.file("events.jsonl"), false);

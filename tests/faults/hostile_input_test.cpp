@@ -1,12 +1,17 @@
 // Hostile input: each kind of bad message with the exact error it gets and the counter that
 // records it. Decoder level (no NATS) for the sizes NATS cannot carry (8 MiB+, 10^6 blocks), then
 // through a running service (dead letters with their reason header, stats and /metrics counters),
-// and through `kvidx serve` flags that change the limits.
+// and through `kvidx serve` flags that change the limits. The edges: bytes after a valid document,
+// huge tokens quoted in reasons and logs, floods of bad messages in the log, the stream limit,
+// dead letters too big for the server's max_payload.
 #include <doctest/doctest.h>
 
 #include <signal.h>
 
+#include <fstream>
 #include <mutex>
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include "libbus/service.h"
@@ -35,6 +40,62 @@ std::string nested(std::size_t depth) {
   // An unknown (ignored) block field whose value is nested `depth` arrays deep.
   return R"({"worker_id":1,"event":{"event_id":0,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":1,"tokens_hash":1,"extra":)" +
          std::string(depth, '[') + std::string(depth, ']') + "}]}}}}";
+}
+
+// Everything published on kv.deadletter, in arrival order.
+class DeadLetterInbox {
+ public:
+  struct Letter {
+    std::string reason;
+    std::string subject;
+    std::optional<std::string> truncated;
+    std::string body;
+  };
+
+  explicit DeadLetterInbox(bus::Connection& conn) {
+    auto sub = conn.subscribe("kv.deadletter", [this](bus::Message m) {
+      std::lock_guard lock(mutex_);
+      letters_.push_back({m.header(bus::kDeadLetterReasonHeader).value_or(""),
+                          m.header(bus::kDeadLetterSubjectHeader).value_or(""),
+                          m.header(bus::kDeadLetterTruncatedHeader), std::string(m.data())});
+    });
+    REQUIRE(sub.ok());
+    sub_ = std::move(sub).value();
+    REQUIRE(conn.flush().ok());
+  }
+
+  // Waits up to 10 s for `n` letters, then a little longer for any extra one; returns them all.
+  std::vector<Letter> wait_for(std::size_t n) {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline) {
+      {
+        std::lock_guard lock(mutex_);
+        if (letters_.size() >= n) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::lock_guard lock(mutex_);
+    return letters_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<Letter> letters_;
+  bus::Subscription sub_;
+};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+std::size_t count_lines_with(const std::string& text, std::string_view needle) {
+  std::size_t n = 0;
+  for (const auto& line : lines_of(text)) n += line.find(needle) != std::string::npos ? 1 : 0;
+  return n;
 }
 
 std::string error_of(std::string_view json, const DecodeLimits& limits = {}) {
@@ -264,5 +325,311 @@ TEST_CASE("hostile: kvidx serve rejects bad limit flags as usage errors") {
   const auto ok = run_command({kvidx, "serve", "--max-query-hashes", "64", "--check-config"});
   CHECK(ok.exit_code == 0);
   CHECK(ok.out.find("max query hashes 64") != std::string::npos);
+}
+
+TEST_CASE("hostile: kvidx serve dead-letters valid JSON followed by other bytes, with the offset in Kvidx-Reason") {
+  NatsServer server;
+  TempDir dir;
+  bus::Connection conn = connect_to(server);
+  ServeProcess serve(server, dir, "trailing", {"--snapshot-interval", "0", "--no-restore"});
+  wait_ready(conn, serve);
+  DeadLetterInbox inbox(conn);
+  auto js = bus::JetStream::create(conn);
+  REQUIRE(js.ok());
+
+  const std::string event = encode_router_event(testing::make_store_event(5, {1, 2}));
+  std::string garbage = event;
+  garbage.append(std::string("\0\0garbage", 9));
+  std::string spaced = encode_router_event(testing::make_store_event(6, {3})) + " \r\n\t";
+  REQUIRE(js.value().publish("kv.events.5", garbage).ok());
+  REQUIRE(js.value().publish("kv.events.5", event + "{}").ok());
+  auto last = js.value().publish("kv.events.6", spaced);  // trailing whitespace: accepted
+  REQUIRE(last.ok());
+  const Json stats = wait_acked(conn, serve, last.value().sequence);
+
+  const auto letters = inbox.wait_for(2);
+  REQUIRE(letters.size() == 2);
+  const std::string reason = "decode: invalid JSON: trailing bytes after the JSON value at offset " + std::to_string(event.size());
+  CHECK(letters[0].reason == reason + R"(: \x00\x00garbage)");
+  CHECK(letters[0].subject == "kv.events.5");
+  CHECK(letters[0].body == garbage);  // the message as received, NUL bytes and all
+  CHECK_FALSE(letters[0].truncated.has_value());
+  CHECK(letters[1].reason == reason + ": {}");
+  CHECK(stats.at("dead_letters") == 2);
+  CHECK(stats.at("events_applied") == 1);
+  CHECK(stats.at("blocks") == 1);  // only worker 6's block: the rejected messages never reached the tree
+
+  // Request lifecycle messages follow the same document rules.
+  const std::string admit = R"({"op":"admit","request_id":"r1","block_hashes":[1]})";
+  auto refused = conn.request("kv.requests.5", admit + std::string("\0x", 2), 2000);
+  REQUIRE(refused.ok());
+  CHECK(std::string(refused.value().data()).find("trailing bytes after the JSON value at offset " + std::to_string(admit.size())) !=
+        std::string::npos);
+  auto accepted = conn.request("kv.requests.5", admit + "\n", 2000);
+  REQUIRE(accepted.ok());
+  CHECK(std::string(accepted.value().data()) == R"({"ok":true})");
+  CHECK(serve.stop(SIGTERM) == 0);
+}
+
+TEST_CASE("hostile: kvidx serve quotes a huge token as a bounded excerpt in Kvidx-Reason, the log and error replies") {
+  NatsServer server;
+  TempDir dir;
+  bus::Connection conn = connect_to(server);
+  ServeProcess serve(server, dir, "huge", {"--snapshot-interval", "0", "--no-restore"});
+  wait_ready(conn, serve);
+  DeadLetterInbox inbox(conn);
+  auto js = bus::JetStream::create(conn);
+  REQUIRE(js.ok());
+
+  const std::string digits(100'001, '9');
+  const std::string string(1'000'000, 'x');  // under NATS' 1 MiB max_payload with the envelope
+  REQUIRE(js.value().publish("kv.events.5", R"({"worker_id":)" + digits + R"(,"event":{"event_id":0,"data":"cleared"}})").ok());
+  REQUIRE(js.value().publish("kv.events.5", R"({"worker_id":5,"event":{"event_id":0,"data":")" + string + R"("}})").ok());
+  auto last = js.value().publish("kv.events.5", R"({"worker_id":5,"event":{"event_id":0,"data":{")" + string + R"(":null}}})");
+  REQUIRE(last.ok());
+  const Json stats = wait_acked(conn, serve, last.value().sequence);
+  CHECK(stats.at("dead_letters") == 3);
+
+  const auto letters = inbox.wait_for(3);
+  REQUIRE(letters.size() == 3);
+  for (const auto& letter : letters) {
+    CAPTURE(letter.reason.substr(0, 300));
+    CHECK(letter.reason.size() <= 512);
+    CHECK(letter.reason.rfind("decode: ", 0) == 0);
+  }
+  CHECK(letters[0].reason.find("(100001 bytes)") != std::string::npos);
+  CHECK(letters[1].reason.rfind("decode: event.data: unknown variant 'xxxxxxxx", 0) == 0);
+  CHECK(letters[1].reason.find("(1000000 bytes)") != std::string::npos);
+  CHECK(letters[2].reason.find("(1000000 bytes)") != std::string::npos);
+
+  // A bad score query with a huge token: the error reply is bounded too.
+  auto reply = conn.request(bus::Subjects().query_scores(), R"({"local_hashes":[1],"lora_name":")" + string, 5000);
+  REQUIRE(reply.ok());
+  const Json answer = Json::parse(reply.value().data());
+  REQUIRE(answer.contains("error"));
+  CHECK(answer.at("error").at("message").get<std::string>().size() <= 512);
+  CHECK(answer.at("error").at("message").get<std::string>().rfind("invalid JSON:", 0) == 0);
+
+  CHECK(serve.stop(SIGTERM) == 0);
+  std::size_t longest = 0;
+  for (const auto& line : lines_of(serve.log())) longest = std::max(longest, line.size());
+  CHECK(longest <= 1024);
+  CHECK(count_lines_with(serve.log(), "dead-lettered a message of") >= 1);
+}
+
+TEST_CASE("hostile: a flood of malformed messages and queries makes a handful of log lines while every one is counted") {
+  NatsServer server;
+  TempDir dir;
+  bus::Connection conn = connect_to(server);
+  ServeProcess serve(server, dir, "flood", {"--snapshot-interval", "0", "--no-restore"});
+  wait_ready(conn, serve);
+  auto js = bus::JetStream::create(conn);
+  REQUIRE(js.ok());
+  constexpr int kBadMessages = 2000;
+  constexpr int kBadQueries = 300;
+  constexpr int kBadLifecycle = 300;
+  for (int i = 0; i < kBadMessages; ++i) REQUIRE(js.value().publish("kv.events.7", "{not json " + std::to_string(i)).ok());
+  const bus::Subjects subjects;
+  for (int i = 0; i < kBadQueries; ++i) {
+    auto reply = conn.request(subjects.query_scores(), R"({"local_hashes":[)" + std::to_string(i) + "]] ", 2000);
+    REQUIRE(reply.ok());
+    CHECK(std::string(reply.value().data()).find("bad_request") != std::string::npos);
+  }
+  for (int i = 0; i < kBadLifecycle; ++i) {
+    auto reply = conn.request("kv.requests.7", R"({"op":"teleport","request_id":"r)" + std::to_string(i) + R"("})", 2000);
+    REQUIRE(reply.ok());
+  }
+  auto last = js.value().publish("kv.events.7", encode_router_event(testing::make_store_event(7, {1})));
+  REQUIRE(last.ok());
+  const Json stats = wait_acked(conn, serve, last.value().sequence);
+  CHECK(stats.at("dead_letters") == kBadMessages);
+  CHECK(stats.at("queries_rejected") == kBadQueries);
+  CHECK(stats.at("queries_rejected_by_reason").at("bad_json") == kBadQueries);
+  CHECK(stats.at("events_applied") == 1);
+  CHECK(serve.stop(SIGTERM) == 0);
+
+  // One line per kind and per 10 s (the test takes a few seconds), and what was not logged is
+  // accounted for: the lines' "(N more not logged ...)" notes and the closing summary add up.
+  const std::string log = serve.log();
+  const std::size_t dead_letter_lines = count_lines_with(log, "dead-lettered a message");
+  CHECK(dead_letter_lines >= 1);
+  CHECK(dead_letter_lines <= 3);
+  CHECK(count_lines_with(log, "score query of") >= 1);
+  CHECK(count_lines_with(log, "score query of") <= 3);
+  CHECK(count_lines_with(log, "request lifecycle message on") >= 1);
+  CHECK(count_lines_with(log, "request lifecycle message on") <= 3);
+  std::uint64_t accounted = dead_letter_lines;
+  const std::regex note(R"(dead-lettered a message of .* \((\d+) more not logged since the previous such line\))");
+  const std::regex summary(R"((\d+) more 'dead_letter:decode' warning\(s\) were not logged)");
+  for (const auto& line : lines_of(log)) {
+    std::smatch m;
+    if (std::regex_search(line, m, note) || std::regex_search(line, m, summary)) accounted += std::stoull(m[1]);
+  }
+  CHECK(accounted == kBadMessages);
+}
+
+TEST_CASE("hostile: kvidx serve --max-streams bounds distinct (worker, rank) streams; removing a worker frees its places") {
+  NatsServer server;
+  TempDir dir;
+  bus::Connection conn = connect_to(server);
+  ServeProcess serve(server, dir, "streams", {"--snapshot-interval", "0", "--no-restore", "--max-streams", "3"});
+  CHECK(wait_ready(conn, serve).at("max_streams") == 3);
+  DeadLetterInbox inbox(conn);
+  auto js = bus::JetStream::create(conn);
+  REQUIRE(js.ok());
+
+  REQUIRE(js.value().publish("kv.events.1", encode_router_event(testing::make_store_event(1, {1}))).ok());
+  REQUIRE(js.value().publish("kv.events.1", encode_router_event(testing::make_store_event_with_dp_rank(1, {2}, 1))).ok());
+  REQUIRE(js.value().publish("kv.events.2", encode_router_event(testing::make_store_event(2, {3}))).ok());
+  // A fourth stream: the whole message is refused, the known stream's event in it too.
+  const std::vector<RouterEvent> batch = {testing::make_store_event(3, {4}), testing::make_store_event_with_dp_rank(3, {5}, 2)};
+  const std::string refused = encode_router_events(batch);
+  REQUIRE(js.value().publish("kv.events.3", refused).ok());
+  RouterEvent next = testing::make_store_event_with_parent(1, {1}, {6});
+  next.event.event_id = 1;
+  auto last = js.value().publish("kv.events.1", encode_router_event(next));  // a known stream goes on
+  REQUIRE(last.ok());
+  Json stats = wait_acked(conn, serve, last.value().sequence);
+  CHECK(stats.at("stream_limit_rejections") == 1);
+  CHECK(stats.at("dead_letters") == 1);
+  CHECK(stats.at("streams") == 3);
+  CHECK(stats.at("blocks") == 4);
+  auto letters = inbox.wait_for(1);
+  REQUIRE(letters.size() == 1);
+  CHECK(letters[0].reason.rfind("stream limit reached: 3 (worker, rank) streams; this message would add 2 new "
+                                "(worker 3 rank 0, worker 3 rank 2)", 0) == 0);
+  CHECK(letters[0].body == refused);
+
+  // Removing worker 1 frees its two places: the same message is taken now.
+  auto removed = conn.request(bus::Subjects().admin_remove_worker(), R"({"worker_id":1})", 5000);
+  REQUIRE(removed.ok());
+  CHECK(std::string(removed.value().data()) == R"({"ok":true})");
+  last = js.value().publish("kv.events.3", refused);
+  REQUIRE(last.ok());
+  stats = wait_acked(conn, serve, last.value().sequence);
+  CHECK(stats.at("stream_limit_rejections") == 1);
+  CHECK(stats.at("streams") == 3);
+  CHECK(stats.at("blocks") == 3);
+  CHECK(serve.stop(SIGTERM) == 0);
+
+  using kvidx::testing::run_command;
+  const std::string kvidx = testing::built_binary("kvidx");
+  const auto defaults = run_command({kvidx, "serve", "--check-config"});
+  CHECK(defaults.exit_code == 0);
+  CHECK(defaults.out.find("max streams 1000000") != std::string::npos);
+  const auto unlimited = run_command({kvidx, "serve", "--max-streams", "0", "--check-config"});
+  CHECK(unlimited.out.find("max streams unlimited") != std::string::npos);
+  CHECK(run_command({kvidx, "serve", "--max-streams", "-1", "--check-config"}).exit_code == 2);
+  TempDir config_dir;
+  std::ofstream(config_dir.file("kvidx.toml")) << "max-streams = 7\n";
+  const auto from_file = run_command({kvidx, "serve", "--config", config_dir.file("kvidx.toml"), "--check-config"});
+  CHECK(from_file.exit_code == 0);
+  CHECK(from_file.out.find("max streams 7,") != std::string::npos);
+}
+
+TEST_CASE("hostile: rejected score queries are counted by reason in kvidx_queries_rejected_total and stats") {
+  NatsServer server;
+  bus::ServiceConfig config;
+  config.nats_url = server.url();
+  config.durable = "queries";
+  config.snapshot_interval = std::chrono::milliseconds(0);
+  config.query_limits.max_hashes = 4;
+  bus::KvidxService service(config);
+  REQUIRE(service.start().ok());
+  bus::Connection conn = connect_to(server);
+  const bus::Subjects subjects;
+  auto ask = [&](const std::string& body) {
+    auto reply = conn.request(subjects.query_scores(), body, 2000);
+    REQUIRE(reply.ok());
+    return Json::parse(reply.value().data());
+  };
+  CHECK(ask(R"({"local_hashes":[1,2]})").contains("scores"));
+  for (const char* bad : {R"({"local_hashes":[1]}x)", R"({"local_hashes":[1)", R"({"local_hashes":[1,2,3,4,5]})",
+                          R"({"token_ids":[1]})", R"({"local_hashes":[-1]})", R"({"local_hashes":"x"})",
+                          R"({"local_hashes":[1],"early_exit":3})", R"({"token_ids":[1],"block_size":0})"}) {
+    CAPTURE(bad);
+    CHECK(ask(bad).at("error").at("code") == "bad_request");
+  }
+  const std::string metrics = service.render_metrics();
+  CHECK(metrics.find(R"(kvidx_queries_rejected_total{reason="bad_json"} 2)") != std::string::npos);
+  CHECK(metrics.find(R"(kvidx_queries_rejected_total{reason="limit"} 1)") != std::string::npos);
+  CHECK(metrics.find(R"(kvidx_queries_rejected_total{reason="missing_field"} 1)") != std::string::npos);
+  CHECK(metrics.find(R"(kvidx_queries_rejected_total{reason="wrong_type"} 3)") != std::string::npos);
+  CHECK(metrics.find(R"(kvidx_queries_rejected_total{reason="invalid_value"} 1)") != std::string::npos);
+  auto stats = admin_stats(conn);
+  REQUIRE(stats.has_value());
+  CHECK(stats->at("queries_rejected") == 8);
+  CHECK(stats->at("queries_rejected_by_reason") ==
+        Json{{"bad_json", 2}, {"limit", 1}, {"missing_field", 1}, {"wrong_type", 3}, {"invalid_value", 1}});
+}
+
+TEST_CASE("hostile: a dead letter over the server's max_payload is published truncated and counted as published; "
+          "one that cannot be published at all is counted as a failure") {
+  {
+    testing::NatsServerOptions server_options;
+    server_options.max_payload = 4096;
+    NatsServer server(server_options);
+    bus::ServiceConfig config;
+    config.nats_url = server.url();
+    config.durable = "truncated";
+    config.snapshot_interval = std::chrono::milliseconds(0);
+    bus::KvidxService service(config);
+    REQUIRE(service.start().ok());
+    bus::Connection conn = connect_to(server);
+    DeadLetterInbox inbox(conn);
+    auto js = bus::JetStream::create(conn);
+    REQUIRE(js.ok());
+    std::string bad = R"({"worker_id":-1,"event":{"event_id":0,"data":"cleared"}})";
+    bad.append(4000 - bad.size(), ' ');  // fits max_payload alone, not with the dead letter's headers
+    REQUIRE(js.value().publish("kv.events.1", bad).ok());
+    auto last = js.value().publish("kv.events.1", encode_router_event(testing::make_store_event(1, {1})));
+    REQUIRE(last.ok());
+    REQUIRE(service.wait_for_acked_sequence(last.value().sequence, std::chrono::seconds(20)));
+    const auto letters = inbox.wait_for(1);
+    REQUIRE(letters.size() == 1);
+    CHECK(letters[0].reason == "decode: worker_id: expected an unsigned 64-bit integer, got negative integer");
+    REQUIRE(letters[0].truncated.has_value());
+    CHECK(*letters[0].truncated == "4000");
+    CHECK(letters[0].body.size() < bad.size());
+    CHECK(letters[0].body.size() > 3500);
+    CHECK(letters[0].body == bad.substr(0, letters[0].body.size()));
+    CHECK(service.stats().dead_letters == 1);
+    const std::string metrics = service.render_metrics();
+    CHECK(metrics.find("kvidx_dead_letters_total 1") != std::string::npos);
+    CHECK(metrics.find("kvidx_dead_letters_truncated_total 1") != std::string::npos);
+    CHECK(metrics.find(R"(kvidx_dead_letter_failures_total{reason="too_large"} 0)") != std::string::npos);
+    auto admin = admin_stats(conn);
+    REQUIRE(admin.has_value());
+    CHECK(admin->at("dead_letters") == 1);
+    CHECK(admin->at("dead_letters_truncated") == 1);
+    CHECK(admin->at("dead_letter_failures") == 0);
+  }
+  {
+    // A server whose max_payload is smaller than the dead letter's headers: nothing can be
+    // published, so nothing is counted as published; the failure is counted and logged instead.
+    testing::NatsServerOptions server_options;
+    server_options.max_payload = 128;
+    NatsServer server(server_options);
+    bus::ServiceConfig config;
+    config.nats_url = server.url();
+    config.mode = bus::IngestMode::core;
+    config.durable = "tiny";
+    config.snapshot_interval = std::chrono::milliseconds(0);
+    bus::KvidxService service(config);
+    REQUIRE(service.start().ok());
+    bus::Connection conn = connect_to(server);
+    DeadLetterInbox inbox(conn);
+    REQUIRE(conn.publish("kv.events.1", R"({"worker_id":-1,"event":{"event_id":0,"data":"cleared"}})").ok());
+    REQUIRE(conn.flush().ok());
+    const std::string failed = R"(kvidx_dead_letter_failures_total{reason="too_large"} 1)";
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline && service.render_metrics().find(failed) == std::string::npos) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(inbox.wait_for(0).empty());
+    CHECK(service.stats().dead_letters == 0);
+    CHECK(service.render_metrics().find(failed) != std::string::npos);
+    CHECK(service.healthy());
+  }
 }
 }

@@ -115,3 +115,46 @@ TEST_CASE("restore_and_forget_worker") {
   CHECK(seq.watermarks().size() == 1);
   CHECK(seq.observe(kA, 0).verdict == SequenceVerdict::apply);  // a first event again
 }
+
+TEST_CASE("stream_limit_refuses_a_message_whose_new_streams_do_not_fit_and_forgetting_frees_places") {
+  StreamSequencer seq(StreamSequencerOptions{0, false, 3});
+  auto event = [](WorkerId worker, DpRank rank, std::uint64_t id) {
+    RouterEvent e;
+    e.worker_id = worker;
+    e.event.dp_rank = rank;
+    e.event.event_id = id;
+    e.event.data = KvCacheClearData{};
+    return e;
+  };
+  // Two new streams in one message (one of them twice): both fit, and are reserved.
+  const std::vector<RouterEvent> first = {event(1, 0, 0), event(1, 1, 0), event(1, 0, 1)};
+  CHECK_FALSE(seq.refuse_new_streams(first).has_value());
+  CHECK(seq.stream_count() == 2);
+  CHECK(seq.watermarks().empty());  // reserved, no event seen yet
+  CHECK_FALSE(seq.watermark(kA).has_value());
+  for (const auto& e : first) CHECK(seq.observe(e.stream(), e.event.event_id).verdict == SequenceVerdict::apply);
+  CHECK(seq.watermarks().size() == 2);
+
+  // Known streams always pass; two more new ones do not fit into the one place left: refused
+  // whole, nothing reserved.
+  const std::vector<RouterEvent> second = {event(1, 0, 2), event(2, 0, 0), event(3, 0, 0), event(3, 0, 1)};
+  const auto refused = seq.refuse_new_streams(second);
+  REQUIRE(refused.has_value());
+  CHECK(*refused == std::vector<WorkerWithDpRank>{{2, 0}, {3, 0}});
+  CHECK(seq.stream_count() == 2);
+  CHECK_FALSE(seq.refuse_new_streams(std::vector<RouterEvent>{event(1, 1, 1)}).has_value());
+  CHECK_FALSE(seq.refuse_new_streams(std::vector<RouterEvent>{event(2, 0, 0)}).has_value());
+  CHECK(seq.stream_count() == 3);
+  CHECK(seq.refuse_new_streams(std::vector<RouterEvent>{event(3, 0, 0)}).has_value());
+
+  // Forgetting a worker frees its streams' places.
+  seq.forget_worker(1);
+  CHECK(seq.stream_count() == 1);
+  CHECK_FALSE(seq.refuse_new_streams(second).has_value());  // (1,0), (3,0) new; (2,0) reserved
+  CHECK(seq.stream_count() == 3);
+
+  // No limit: nothing is ever refused or reserved.
+  StreamSequencer open;
+  CHECK_FALSE(open.refuse_new_streams(second).has_value());
+  CHECK(open.stream_count() == 0);
+}

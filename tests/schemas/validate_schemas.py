@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Validate the shared wire corpus (tests/data/wire/{valid,invalid}/<schema>.<case>.json) against
 schemas/<schema>.schema.json with Debian's python3-jsonschema (Draft 2020-12). The C++ codec test
-reads the same corpus, so schema and decoder are held to the same verdicts."""
+reads the same corpus, so schema and decoder are held to the same verdicts. A file that is not exactly
+one JSON document (trailing bytes after the value: another value, a comma, NUL bytes) matches no
+schema: a schema describes one document, and the decoder rejects those bytes too."""
 import json
 import pathlib
 import sys
@@ -22,10 +24,14 @@ for verdict in ("valid", "invalid"):
             continue
         Draft202012Validator.check_schema(schema)
         validator = Draft202012Validator(schema, resolver=RefResolver(schema["$id"], schema, store=store))
-        errors = list(validator.iter_errors(json.loads(case.read_text())))
+        try:
+            # NOTE: json.loads allows only whitespace after the value, like the C++ decoder.
+            errors = list(validator.iter_errors(json.loads(case.read_text())))
+        except json.JSONDecodeError as e:
+            errors = [f"not one JSON document: {e}"]
         checked += 1
         if verdict == "valid" and errors:
-            failures.append(f"{case.name}: expected valid, got: {errors[0].message}")
+            failures.append(f"{case.name}: expected valid, got: {getattr(errors[0], 'message', errors[0])}")
         if verdict == "invalid" and not errors:
             failures.append(f"{case.name}: expected the schema to reject it")
 for f in failures:

@@ -61,7 +61,7 @@ int find_free_port() {
   return ntohs(addr.sin_port);
 }
 
-NatsServer::NatsServer(std::vector<std::string> extra_args) : extra_args_(std::move(extra_args)) {
+NatsServer::NatsServer(NatsServerOptions options) : options_(std::move(options)) {
   std::string templ = (std::filesystem::temp_directory_path() / "kvidx-nats-XXXXXX").string();
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
@@ -97,7 +97,13 @@ void NatsServer::start() {
   const std::string port = std::to_string(port_);
   std::vector<std::string> args = {"nats-server", "-js", "-a", "127.0.0.1", "-p", port,
                                    "-sd", store_dir_, "-l", log_file_};
-  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+  if (options_.max_payload > 0) {
+    // NOTE: max_payload has no command-line flag; it goes in a config file (the flags still win).
+    const std::string config = dir_ + "/nats.conf";
+    std::ofstream(config) << "max_payload: " << options_.max_payload << "\n";
+    args.insert(args.end(), {"-c", config});
+  }
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

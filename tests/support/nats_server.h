@@ -6,16 +6,23 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace kvidx::testing {
 
+struct NatsServerOptions {
+  std::int64_t max_payload = 0;  // bytes; 0: the server's default (1 MiB)
+  // Passed to nats-server after the fixture's own (e.g. {"--user", "u", "--pass", "p"}).
+  std::vector<std::string> extra_args;
+};
+
 class NatsServer {
  public:
   // Starts the server; throws std::runtime_error when it cannot start or is not ready in time.
-  // `extra_args` go to nats-server after the fixture's own (e.g. {"--user", "u", "--pass", "p"}).
-  explicit NatsServer(std::vector<std::string> extra_args = {});
+  NatsServer() : NatsServer(NatsServerOptions{}) {}
+  explicit NatsServer(NatsServerOptions options);
   ~NatsServer();
   NatsServer(const NatsServer&) = delete;
   NatsServer& operator=(const NatsServer&) = delete;
@@ -34,7 +41,7 @@ class NatsServer {
   void start();
   void signal_and_wait(int signo);
 
-  std::vector<std::string> extra_args_;
+  NatsServerOptions options_;
   int port_ = 0;
   pid_t pid_ = -1;
   std::string dir_;        // mkdtemp root, removed by the destructor
