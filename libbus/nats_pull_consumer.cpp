@@ -33,14 +33,17 @@ BusResult<PullConsumer> PullConsumer::bind(Connection& conn, std::string_view st
   return c;
 }
 
-BusStatus PullConsumer::send_request(int batch, std::int64_t expires_ms) {
+BusStatus PullConsumer::send_request(int batch, std::int64_t expires_ms, bool no_wait) {
   const std::string body = "{\"batch\":" + std::to_string(batch) +
-                           ",\"expires\":" + std::to_string(expires_ms * 1'000'000) + "}";
+                           (no_wait ? std::string(",\"no_wait\":true")
+                                    : ",\"expires\":" + std::to_string(expires_ms * 1'000'000)) +
+                           "}";
   auto request = Message::create(next_subject_, body, inbox_);
   if (!request.ok()) return request.error();
   if (auto s = conn_->publish(request.value()); !s.ok()) return s;
   outstanding_ = batch;
-  request_over_ = Clock::now() + std::chrono::milliseconds(expires_ms) + kLostRequestGrace;
+  no_wait_ = no_wait;
+  request_over_ = Clock::now() + std::chrono::milliseconds(no_wait ? 0 : expires_ms) + kLostRequestGrace;
   return {};
 }
 
@@ -50,28 +53,39 @@ BusResult<std::vector<Message>> PullConsumer::fetch(int batch, std::int64_t time
   batch = std::max(batch, 1);
   timeout_ms = std::max<std::int64_t>(timeout_ms, 1);
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool asked_for_available = false;
   while (static_cast<int>(out.size()) < batch) {
     const auto now = Clock::now();
     if (now >= deadline) break;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     // NOTE: one request outstanding at a time; a new one only when the last is answered in full,
-    // expired (408) or presumed lost. Its late messages still arrive here and are returned.
+    // ended by a status (404, 408, 409) or presumed lost. Late messages of an earlier request still
+    // arrive here and are returned by whichever fetch is running.
     if (outstanding_ <= 0 || now >= request_over_) {
+      if (!out.empty()) break;  // the request that gave these is over: hand them on
       // NOTE: never while disconnected: nats.c would buffer the request and replay every buffered
       // one at reconnect, and the server would then deliver all of those batches at once.
-      if (!conn_->connected()) {
-        if (out.empty()) return BusError{NATS_CONNECTION_DISCONNECTED, "pull request: not connected to NATS"};
-        break;
-      }
-      if (auto s = send_request(batch - static_cast<int>(out.size()), left); !s.ok()) {
-        if (out.empty()) return s.error();
-        break;
-      }
+      if (!conn_->connected()) return BusError{NATS_CONNECTION_DISCONNECTED, "pull request: not connected to NATS"};
+      // First what the server has now (answered at once, with a 404 when short); if that is
+      // nothing, a request that waits until messages come or the fetch's time is up.
+      const bool no_wait = !asked_for_available;
+      asked_for_available = true;
+      if (auto s = send_request(batch, left, no_wait); !s.ok()) return s.error();
     }
-    auto next = sub_.next(std::min<std::int64_t>(left, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                            request_over_ - now).count() + 1));
+    // NOTE: a no_wait request is read until it is answered in full; from a waiting request only the
+    // first message is waited for, then what is already here is taken, so a trickle is handed on at
+    // once (the rest of that request comes with the next fetch) while a backlog fills whole batches.
+    const std::int64_t wait =
+        out.empty() || no_wait_
+            ? std::min<std::int64_t>(left,
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(request_over_ - now).count() + 1)
+            : 0;
+    auto next = sub_.next(wait);
     if (!next.ok()) {
-      if (next.error().timed_out()) continue;  // loop: deadline, or the request is presumed lost
+      if (next.error().timed_out()) {
+        if (!out.empty() && !no_wait_) break;
+        continue;  // loop: the deadline, or the request is presumed lost
+      }
       if (out.empty()) return next.error();
       break;
     }

@@ -36,7 +36,9 @@ class PullConsumer {
   // subscribes to a fresh inbox; nothing is requested until the first fetch. `conn` must outlive it.
   static BusResult<PullConsumer> bind(Connection& conn, std::string_view stream, std::string_view durable);
 
-  // Up to `batch` messages in delivery order, waiting at most `timeout_ms`; empty when none came.
+  // Up to `batch` messages in delivery order: what the server has now (a no_wait request), or when
+  // that is nothing, the first messages to come within `timeout_ms` and those right behind them
+  // (the semantics of nats.c's simple fetch, without its wait for a full batch); empty when none came.
   // Messages of an earlier request that arrive late are returned by a later fetch, never dropped.
   // Errors: not connected (NATS_CONNECTION_DISCONNECTED: nothing was requested), or the server
   // answered the pull request with an error status (409 consumer deleted; NATS_NO_RESPONDERS: the
@@ -47,13 +49,14 @@ class PullConsumer {
   int outstanding() const { return outstanding_; }
 
  private:
-  BusStatus send_request(int batch, std::int64_t expires_ms);
+  BusStatus send_request(int batch, std::int64_t expires_ms, bool no_wait);
 
   Connection* conn_ = nullptr;
   std::string next_subject_;  // $JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>
   std::string inbox_;
   Subscription sub_;
   int outstanding_ = 0;
+  bool no_wait_ = false;  // the outstanding request is a no_wait one (answered at once)
   // When the outstanding request is over for sure, by the client's clock: the server may have lost
   // it (a restart) without answering, so after this a new one is sent regardless.
   std::chrono::steady_clock::time_point request_over_{};

@@ -20,6 +20,7 @@ OrderedStreamReader::OrderedStreamReader(OrderedStreamReader&& other) noexcept
       last_(other.last_),
       needs_recreate_(other.needs_recreate_),
       accept_hole_(other.accept_hole_),
+      last_progress_(other.last_progress_),
       resets_(other.resets_.load()),
       holes_(other.holes_.load()) {}
 
@@ -45,6 +46,20 @@ BusStatus OrderedStreamReader::recreate() {
   return {};
 }
 
+void OrderedStreamReader::check_consumer_when_idle() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_progress_ < kIdleConsumerCheck) return;
+  last_progress_ = now;
+  // NOTE: a pull request to a durable that no longer exists gets no answer at all (JetStream's API
+  // import takes the request and drops it), so an idle reader asks whether its durable is still there.
+  auto state = js_->consumer_state(stream_, spec_.durable);
+  if (!state.ok() && state.error().status == NATS_NOT_FOUND) {
+    spdlog::warn("events consumer {} no longer exists on {}; re-creating it from stream sequence {}", spec_.durable,
+                 stream_, last_ + 1);
+    needs_recreate_ = true;
+  }
+}
+
 BusResult<std::vector<Message>> OrderedStreamReader::fetch(int batch, std::int64_t timeout_ms) {
   if (needs_recreate_) {
     if (auto s = recreate(); !s.ok()) return s.error();
@@ -59,6 +74,11 @@ BusResult<std::vector<Message>> OrderedStreamReader::fetch(int batch, std::int64
     return fetched.error();
   }
   std::vector<Message>& msgs = fetched.value();
+  if (msgs.empty()) {
+    check_consumer_when_idle();
+    return fetched;
+  }
+  last_progress_ = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < msgs.size(); ++i) {
     const std::uint64_t seq = msgs[i].stream_sequence();
     if (seq == 0 || seq <= last_) continue;  // not from the stream, or a redelivery: passed on

@@ -10,11 +10,14 @@
 // deliver from the expected sequence and reads on from there. A gap that is still there right after
 // such a re-creation (or at the first message after opening) is a hole in the stream itself
 // (messages removed by retention or deleted): it is accepted and counted in holes().
+// A durable deleted behind the reader's back (or lost by the server) is noticed within
+// kIdleConsumerCheck of silence and re-created from the next expected sequence.
 // Redeliveries (sequence <= last handed out) are passed on: the caller skips their events and their
 // ack is harmless.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -53,6 +56,10 @@ class OrderedStreamReader {
   OrderedStreamReader(Connection& conn, JetStream& js, std::string stream, ConsumerSpec spec);
   // Deletes and re-creates the durable at last_ + 1 and binds a fresh pull consumer to it.
   BusStatus recreate();
+  // After kIdleConsumerCheck without a message: is the durable still there? (else re-create it)
+  void check_consumer_when_idle();
+
+  static constexpr std::chrono::seconds kIdleConsumerCheck{5};
 
   Connection* conn_;
   JetStream* js_;
@@ -62,6 +69,7 @@ class OrderedStreamReader {
   std::uint64_t last_ = 0;
   bool needs_recreate_ = false;
   bool accept_hole_ = true;  // the next message may start past last_ + 1 (fresh consumer)
+  std::chrono::steady_clock::time_point last_progress_ = std::chrono::steady_clock::now();
   std::atomic<std::uint64_t> resets_{0};
   std::atomic<std::uint64_t> holes_{0};
 };

@@ -131,6 +131,7 @@ TEST_CASE("a_vllm_stream_bridged_over_nats_scores_like_the_same_events_fed_direc
   const auto service_stats = service.stats();
   CHECK(service_stats.events_applied == published);
   CHECK(service_stats.gaps == 0);
+  MESSAGE("apply pnf=" << service.indexer().metrics().applied_with(ApplyStatus::parent_not_found) << " bnf=" << service.indexer().metrics().applied_with(ApplyStatus::block_not_found) << " dups=" << service_stats.duplicates << " applied=" << service_stats.events_applied);
   CHECK(service_stats.dead_letters == 0);
 
   const std::uint64_t lora_seed = block_hash_seed("sql-adapter");
