@@ -61,7 +61,7 @@ int find_free_port() {
   return ntohs(addr.sin_port);
 }
 
-NatsServer::NatsServer() {
+NatsServer::NatsServer(NatsServerOptions options) : options_(options) {
   std::string templ = (std::filesystem::temp_directory_path() / "kvidx-nats-XXXXXX").string();
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
@@ -97,6 +97,12 @@ void NatsServer::start() {
   const std::string port = std::to_string(port_);
   std::vector<std::string> args = {"nats-server", "-js", "-a", "127.0.0.1", "-p", port,
                                    "-sd", store_dir_, "-l", log_file_};
+  if (options_.max_payload > 0) {
+    // NOTE: max_payload has no command-line flag: it goes through a config file.
+    const std::string config = dir_ + "/nats.conf";
+    std::ofstream(config) << "max_payload: " << options_.max_payload << "\n";
+    args.insert(args.end(), {"-c", config});
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

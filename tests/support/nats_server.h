@@ -6,14 +6,20 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 
 namespace kvidx::testing {
 
+struct NatsServerOptions {
+  std::int64_t max_payload = 0;  // bytes; 0: the server's default (1 MiB)
+};
+
 class NatsServer {
  public:
   // Starts the server; throws std::runtime_error when it cannot start or is not ready in time.
-  NatsServer();
+  NatsServer() : NatsServer(NatsServerOptions{}) {}
+  explicit NatsServer(NatsServerOptions options);
   ~NatsServer();
   NatsServer(const NatsServer&) = delete;
   NatsServer& operator=(const NatsServer&) = delete;
@@ -27,11 +33,14 @@ class NatsServer {
   void stop();     // SIGTERM, then waitpid (SIGKILL after 10 s)
   void kill9();    // SIGKILL, then waitpid
   void restart();  // stop (if running) and start again on the same port and store
+  // Takes effect at the next (re)start: clients reconnecting then see the new max_payload.
+  void set_max_payload(std::int64_t bytes) { options_.max_payload = bytes; }
 
  private:
   void start();
   void signal_and_wait(int signo);
 
+  NatsServerOptions options_;
   int port_ = 0;
   pid_t pid_ = -1;
   std::string dir_;        // mkdtemp root, removed by the destructor
