@@ -1,4 +1,4 @@
-// kvidx serve: the NATS ingestion service (libbus/service.h) plus HTTP /metrics and /healthz, and
+// kvidx serve: the NATS ingestion service (libbus/service.h) plus HTTP /metrics, /healthz and /readyz, and
 // optionally vLLM / SGLang engines' ZMQ KV-event sockets bridged in-process (--zmq SPEC, repeatable:
 // bridge/zmq_source_spec.h, bridge/in_process_bridges.h) into the same ingestion path.
 // Flags may also come from a config file: `kvidx serve --config kvidx.toml` (CLI11 TOML/INI,
