@@ -32,6 +32,7 @@ using namespace kvidx::bus;
 using kvidx::testing::NatsServer;
 using kvidx::testing::normal_form;
 using Json = nlohmann::json;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -368,7 +369,9 @@ TEST_CASE("service: replies over the server's max_payload are chunked for reques
       CHECK(message.find("max_payload of 4096 bytes") != std::string::npos);
       CHECK(message.find("Kvidx-Chunked: 1") != std::string::npos);
     }
-    CHECK(metric_value(service.render_metrics(), "kvidx_replies_too_large_total") == 2.0);
+    // NOTE: counted right after the error reply is published, so the requester can be faster.
+    CHECK(testing::wait_until(
+        [&] { return metric_value(service.render_metrics(), "kvidx_replies_too_large_total") == 2.0; }, 2000ms));
 
     // A requester that accepts chunks gets the whole reply.
     auto scores = request_accepting_chunks(client, Subjects().query_scores(), query, 5000);
