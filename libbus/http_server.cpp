@@ -8,10 +8,15 @@
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <charconv>
-#include <optional>
 #include <chrono>
+#include <list>
+#include <optional>
 #include <thread>
+
+#include "libbus/log_throttle.h"
+#include "libbus/metrics.h"
 
 namespace kvidx::bus {
 
@@ -21,22 +26,45 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 struct HttpServer::Impl {
-  explicit Impl(HttpHandler h) : handler(std::move(h)) {}
+  Impl(HttpHandler h, HttpServerOptions o) : handler(std::move(h)), options(o) {
+    if (options.max_connections == 0) options.max_connections = 1;
+  }
 
   HttpHandler handler;
+  HttpServerOptions options;
   asio::io_context io{1};
   std::optional<tcp::acceptor> acceptor;
   std::thread thread;
   std::uint16_t bound_port = 0;
+  std::atomic<std::uint64_t> accept_errors{0};
+  std::atomic<std::size_t> open{0};
+  LogThrottle accept_error_log{std::chrono::seconds(10)};
+
+  // Open connections, oldest first; touched only on the I/O thread.
+  struct Connection {
+    beast::tcp_stream* stream = nullptr;
+    bool waiting_for_request = true;
+  };
+  std::list<Connection> connections;
+  std::size_t evicting = 0;  // evicted, their sessions not yet ended
+  // The accept loop waits on this while every slot is taken by a busy connection; a session
+  // ending cancels it.
+  std::optional<asio::steady_timer> slot_free;
 
   asio::awaitable<void> session(tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
+    const auto self = connections.insert(connections.end(), Connection{&stream, true});
+    open.store(connections.size(), std::memory_order_relaxed);
     beast::flat_buffer buffer;
     try {
       for (;;) {
-        stream.expires_after(std::chrono::seconds(30));
+        // NOTE: the timeout covers the whole request, so neither an idle keep-alive connection
+        // nor one trickling bytes holds a slot longer than idle_timeout.
+        self->waiting_for_request = true;
+        stream.expires_after(options.idle_timeout);
         http::request<http::string_body> req;
         co_await http::async_read(stream, buffer, req, asio::use_awaitable);
+        self->waiting_for_request = false;
         HttpResponse out;
         try {
           out = handler(std::string_view(req.method_string().data(), req.method_string().size()),
@@ -51,25 +79,81 @@ struct HttpServer::Impl {
         res.body() = std::move(out.body);
         res.prepare_payload();
         const bool keep = res.keep_alive();
+        stream.expires_after(options.idle_timeout);
         co_await http::async_write(stream, res, asio::use_awaitable);
         if (!keep) break;
       }
     } catch (const std::exception&) {
-      // Client went away, timed out or sent garbage: just drop the connection.
+      // Client went away, timed out, was evicted or sent garbage: just drop the connection.
     }
     beast::error_code ec;
     stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream.socket().close(ec);
+    if (self->stream == nullptr) --evicting;
+    connections.erase(self);
+    open.store(connections.size(), std::memory_order_relaxed);
+    if (slot_free) slot_free->cancel();
+  }
+
+  // At the connection bound: closes the oldest connection waiting for a request (its session then
+  // ends). False when every connection is busy with a request.
+  bool evict_one() {
+    for (Connection& c : connections) {
+      if (c.waiting_for_request && c.stream != nullptr) {
+        beast::error_code ec;
+        c.stream->socket().close(ec);  // its pending read completes with an error; the session ends
+        c.stream = nullptr;
+        ++evicting;
+        return true;
+      }
+    }
+    return false;
   }
 
   asio::awaitable<void> accept_loop() {
+    asio::steady_timer backoff_timer(io);
+    slot_free.emplace(io);
+    constexpr std::chrono::milliseconds kMinBackoff{10};
+    constexpr std::chrono::milliseconds kMaxBackoff{1000};
+    std::chrono::milliseconds backoff = kMinBackoff;
+    std::uint64_t failed_in_row = 0;
     for (;;) {
-      tcp::socket socket = co_await acceptor->async_accept(asio::use_awaitable);
+      boost::system::error_code ec;
+      if (connections.size() - evicting >= options.max_connections && !evict_one()) {
+        slot_free->expires_at(asio::steady_timer::time_point::max());
+        co_await slot_free->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        continue;
+      }
+      tcp::socket socket = co_await acceptor->async_accept(asio::redirect_error(asio::use_awaitable, ec));
+      if (ec == asio::error::operation_aborted || !acceptor->is_open()) co_return;
+      if (ec) {
+        // NOTE: out of file descriptors (EMFILE / ENFILE) the pending connection stays queued and
+        // the listener keeps reporting it; without the back-off this would spin.
+        accept_errors.fetch_add(1, std::memory_order_relaxed);
+        if (options.accept_errors != nullptr) options.accept_errors->inc();
+        ++failed_in_row;
+        std::uint64_t suppressed = 0;
+        if (accept_error_log.allow(suppressed)) {
+          spdlog::warn("HTTP accept failed: {} ({} open connection(s); {} more failure(s) not logged); retrying",
+                       ec.message(), connections.size(), suppressed);
+        }
+        backoff_timer.expires_after(backoff);
+        co_await backoff_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        backoff = std::min(backoff * 2, kMaxBackoff);
+        continue;
+      }
+      if (failed_in_row > 0) {
+        spdlog::info("HTTP accepting again after {} failed accept(s)", failed_in_row);
+        failed_in_row = 0;
+        backoff = kMinBackoff;
+      }
       asio::co_spawn(io, session(std::move(socket)), asio::detached);
     }
   }
 };
 
-HttpServer::HttpServer(HttpHandler handler) : impl_(std::make_unique<Impl>(std::move(handler))) {}
+HttpServer::HttpServer(HttpHandler handler, HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(handler), options)) {}
 
 HttpServer::~HttpServer() { stop(); }
 
@@ -99,6 +183,8 @@ bool HttpServer::start(const std::string& host, std::uint16_t port, std::string&
 }
 
 std::uint16_t HttpServer::port() const { return impl_->bound_port; }
+std::uint64_t HttpServer::accept_errors() const { return impl_->accept_errors.load(std::memory_order_relaxed); }
+std::size_t HttpServer::open_connections() const { return impl_->open.load(std::memory_order_relaxed); }
 
 void HttpServer::stop() {
   if (!impl_) return;

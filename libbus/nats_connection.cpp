@@ -85,6 +85,8 @@ BusResult<Connection> Connection::connect(const ConnectionOptions& options) {
 
 bool Connection::connected() const { return nc_ != nullptr && natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED; }
 
+bool Connection::closed() const { return nc_ != nullptr && natsConnection_IsClosed(nc_); }
+
 std::int64_t Connection::max_payload() const { return nc_ ? natsConnection_GetMaxPayload(nc_) : 0; }
 
 BusStatus Connection::publish(std::string_view subject, std::string_view data) {

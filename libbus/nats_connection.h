@@ -41,6 +41,8 @@ class Connection {
 
   bool valid() const { return nc_ != nullptr; }
   bool connected() const;
+  // Closed for good (by close, by the server for a protocol violation, or reconnects exhausted).
+  bool closed() const;
   // The server's max_payload (bytes) for this connection.
   std::int64_t max_payload() const;
 

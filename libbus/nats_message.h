@@ -42,6 +42,8 @@ class Message {
   std::string_view data() const;
   // The first value of header `key`, if present.
   std::optional<std::string> header(const char* key) const;
+  // The server's "no responders" status (503): a request nobody was subscribed to.
+  bool no_responders() const { return msg_ != nullptr && natsMsg_IsNoResponders(msg_); }
   BusStatus set_header(const char* key, const char* value);
 
   // JetStream delivery metadata (messages from a pull consumer; acknowledgements are sent with

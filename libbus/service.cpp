@@ -15,10 +15,13 @@
 #include <stdexcept>
 #include <thread>
 
+#include "libbus/chunked_reply.h"
 #include "libbus/codec/json_reader.h"
 #include "libbus/codec/query_codec.h"
 #include "libbus/codec/untrusted_text.h"
+#include "libbus/event_chunks.h"
 #include "libbus/log_rate_limiter.h"
+#include "libbus/log_throttle.h"
 #include "libbus/metrics.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
@@ -118,10 +121,29 @@ struct KvidxService::Impl {
   std::mutex snapshot_timer_mutex;
   std::condition_variable snapshot_timer_cv;
   std::mutex snapshot_write_mutex;  // one snapshot at a time
-  bool started = false;
+  std::atomic<bool> started{false};  // start() completed once (read by readiness())
   bool stopped = false;
   bool local_open = false;  // guarded by dispatch_mutex: ingest_local_events is accepted
-  std::atomic<bool> healthy{false};
+  // Liveness: true from construction; false once the indexer went offline or stop() ran (and,
+  // see alive(), while a NATS connection is closed for good).
+  std::atomic<bool> healthy{true};
+  std::atomic<bool> connections_made{false};  // release: ingest_conn / query_conn are set
+
+  // ---- readiness ------------------------------------------------------------------------------
+  std::atomic<bool> serving{false};    // start() completed and stop() not begun
+  std::atomic<bool> caught_up{false};  // latched: acked_sequence reached catch_up_target
+  std::uint64_t catch_up_target = 0;   // guarded by ack_mutex: the events stream's end at start
+  Clock::time_point started_at = Clock::now();
+
+  // ---- snapshot health ------------------------------------------------------------------------
+  // NOTE: written by whichever thread wrote a snapshot (timer, snapshot_now, stop) under
+  // snapshot_write_mutex; read by scrapes and stats through the atomics only.
+  std::atomic<Clock::rep> last_good_snapshot{Clock::now().time_since_epoch().count()};
+  bool snapshot_failing = false;       // guarded by snapshot_write_mutex
+  std::uint64_t failures_in_row = 0;   // guarded by snapshot_write_mutex
+  Clock::time_point failing_since;     // guarded by snapshot_write_mutex
+  std::string last_snapshot_error;     // guarded by snapshot_write_mutex
+  bool stale_logged = false;           // guarded by snapshot_timer_mutex (snapshot_loop only)
 
   // ---- metrics --------------------------------------------------------------------------------
   Counter* messages_total = nullptr;
@@ -139,6 +161,10 @@ struct KvidxService::Impl {
   Counter* consumer_resets_total = nullptr;
   Counter* fetch_errors_total = nullptr;
   Counter* stream_holes_total = nullptr;
+  Counter* snapshot_failures_total = nullptr;
+  Counter* reply_too_large_total = nullptr;
+  Counter* reply_failures_total = nullptr;
+  LogThrottle reply_failure_log{std::chrono::seconds(10)};
   Counter* lifecycle_total = nullptr;
   Counter* lifecycle_rejected = nullptr;
   Counter* local_batches_total = nullptr;
@@ -183,6 +209,13 @@ struct KvidxService::Impl {
                                           "Failed fetches from the events consumer (disconnected, consumer gone)");
     stream_holes_total =
         &metrics.counter("kvidx_stream_holes_total", "Events stream sequences that no longer existed when read");
+    snapshot_failures_total = &metrics.counter("kvidx_snapshot_failures_total", "Snapshot writes that failed");
+    reply_failures_total = &metrics.counter("kvidx_reply_failures_total", "Replies that could not be published");
+    reply_too_large_total = &metrics.counter(
+        "kvidx_replies_too_large_total",
+        "Replies over the server's max_payload answered with a reply_too_large error (requester did not accept chunks)");
+    metrics.gauge_callback("kvidx_ready", "1 when the service is ready for traffic (/readyz)", {},
+                           [this] { return readiness().ready ? 1.0 : 0.0; });
     local_batches_total =
         &metrics.counter("kvidx_local_event_batches_total", "Event batches from in-process sources (ZMQ bridges)");
     lifecycle_total = &metrics.counter("kvidx_request_lifecycle_total", "Request lifecycle messages applied");
@@ -233,7 +266,7 @@ struct KvidxService::Impl {
                                [this, k, st] { return static_cast<double>(indexer.metrics().applied[k][st]); });
       }
     }
-    metrics.gauge_callback("kvidx_up", "1 while ingest is healthy", {}, [this] { return healthy.load() ? 1.0 : 0.0; });
+    metrics.gauge_callback("kvidx_up", "1 while the service is alive (/healthz)", {}, [this] { return alive() ? 1.0 : 0.0; });
   }
 
   // ---- ingest ---------------------------------------------------------------------------------
@@ -600,6 +633,7 @@ struct KvidxService::Impl {
         std::lock_guard lock(ack_mutex);
         inflight_events -= done;
         if (newest.sequence > acked_sequence) acked_sequence = newest.sequence;
+        note_catch_up();
       }
       space_cv.notify_all();
       acked_cv.notify_all();
@@ -611,6 +645,14 @@ struct KvidxService::Impl {
   BusStatus write_snapshot() {
     if (!snapshots) return BusError{NATS_ERR, "snapshots need JetStream mode"};
     std::lock_guard write_lock(snapshot_write_mutex);
+    auto written = write_snapshot_locked();
+    note_snapshot_outcome(written);
+    if (!written.ok()) return written.error();
+    return {};
+  }
+
+  // Caller holds snapshot_write_mutex.
+  BusResult<SnapshotWritten> write_snapshot_locked() {
     IndexSnapshot snap;
     {
       // NOTE: holding the dispatch mutex while dumping makes the dump, the watermarks and the
@@ -624,17 +666,77 @@ struct KvidxService::Impl {
     }
     auto written = snapshots->write(snap);
     if (!written.ok()) return written.error();
-    snapshots_total->inc();
-    spdlog::info("snapshot written: {} events, stream sequence {}", snap.events.size(), snap.stream_sequence);
-    return {};
+    spdlog::info("snapshot written: {} events in {} chunk(s){}, stream sequence {}", snap.events.size(),
+                 written.value().chunks,
+                 written.value().split_events == 0
+                     ? std::string()
+                     : " (" + std::to_string(written.value().split_events) + " long edge(s) split over " +
+                           std::to_string(written.value().lines - snap.events.size() + written.value().split_events) +
+                           " events)",
+                 snap.stream_sequence);
+    return written;
+  }
+
+  // Caller holds snapshot_write_mutex. Every failure is counted; the log says only when the state
+  // changes: the first failure (with its reason) and the recovery, not every interval.
+  void note_snapshot_outcome(const BusResult<SnapshotWritten>& written) {
+    const auto now = Clock::now();
+    if (written.ok()) {
+      snapshots_total->inc();
+      last_good_snapshot.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+      if (snapshot_failing) {
+        spdlog::info("snapshots recovered after {} failed attempt(s) over {:.0f} s", failures_in_row,
+                     std::chrono::duration<double>(now - failing_since).count());
+      }
+      snapshot_failing = false;
+      failures_in_row = 0;
+      return;
+    }
+    snapshot_failures_total->inc();
+    ++failures_in_row;
+    last_snapshot_error = written.error().message;
+    if (!snapshot_failing) {
+      snapshot_failing = true;
+      failing_since = now;
+      spdlog::error("snapshot failed: {} (retried every interval; failures are counted in "
+                    "kvidx_snapshot_failures_total, the recovery is logged)",
+                    last_snapshot_error);
+    }
+  }
+
+  double snapshot_age_seconds() const {
+    const Clock::time_point last{Clock::duration(last_good_snapshot.load(std::memory_order_relaxed))};
+    return std::chrono::duration<double>(Clock::now() - last).count();
+  }
+
+  std::chrono::milliseconds snapshot_stale_bound() const {
+    if (config.snapshot_stale_after.count() > 0) return config.snapshot_stale_after;
+    return std::max<std::chrono::milliseconds>(3 * config.snapshot_interval, std::chrono::seconds(60));
+  }
+
+  bool snapshot_stale() const {
+    if (!snapshots || config.snapshot_interval.count() == 0) return false;
+    return snapshot_age_seconds() > std::chrono::duration<double>(snapshot_stale_bound()).count();
   }
 
   void snapshot_loop() {
     std::unique_lock lock(snapshot_timer_mutex);
     while (!snapshot_timer_cv.wait_for(lock, config.snapshot_interval, [&] { return stopped; })) {
       lock.unlock();
-      if (auto s = write_snapshot(); !s.ok()) spdlog::warn("periodic snapshot failed: {}", s.error().message);
+      // NOTE: the outcome is counted and logged (on state changes) by write_snapshot itself.
+      (void)write_snapshot();
       lock.lock();
+      const bool stale = snapshot_stale();
+      if (stale != stale_logged) {
+        stale_logged = stale;
+        if (stale) {
+          spdlog::error("snapshot stale: the newest good snapshot is {:.1f} s old (bound {:.1f} s): not ready until "
+                        "one is written",
+                        snapshot_age_seconds(), snapshot_stale_bound().count() / 1000.0);
+        } else {
+          spdlog::info("snapshot no longer stale: ready again (if otherwise ready)");
+        }
+      }
     }
   }
 
@@ -660,9 +762,24 @@ struct KvidxService::Impl {
 
   // ---- queries ----------------------------------------------------------------------------------
 
+  // Every reply goes through here: one that does not fit the server's max_payload is chunked for a
+  // requester that accepts chunks, else answered with a reply_too_large error (chunked_reply.h), so
+  // a requester never waits for a reply that vanished. A publish failure is counted and logged.
   void reply(const Message& request, std::string_view body) {
     if (request.reply().empty()) return;
-    if (auto s = query_conn.publish(request.reply(), body); !s.ok()) spdlog::debug("reply failed: {}", s.error().message);
+    auto sent = send_reply(query_conn, request, body, request.subject());
+    if (sent.ok() && sent.value() == ReplyShape::too_large) reply_too_large_total->inc();
+    std::uint64_t suppressed = 0;
+    if (!sent.ok()) {
+      reply_failures_total->inc();
+      if (reply_failure_log.allow(suppressed)) {
+        spdlog::warn("reply on {} failed: {} ({} more not logged)", request.subject(), sent.error().message, suppressed);
+      }
+    } else if (sent.value() == ReplyShape::too_large && reply_failure_log.allow(suppressed)) {
+      spdlog::warn("a reply on {} of {} bytes exceeds the server's max_payload; answered reply_too_large ({} more "
+                   "not logged)",
+                   request.subject(), body.size(), suppressed);
+    }
   }
 
   void on_scores(Message msg) {
@@ -702,7 +819,13 @@ struct KvidxService::Impl {
   Json stats_json() {
     const ShardSizes sizes = indexer.shard_sizes();
     const ServiceStats s = snapshot_stats();
-    return Json{{"workers", indexer.get_workers().size()},
+    const Readiness ready = readiness();
+    return Json{{"ready", ready.ready},
+                {"not_ready_reason", ready.reason},
+                {"snapshot_stale", ready.snapshot_stale},
+                {"snapshot_age_seconds", snapshots ? Json(snapshot_age_seconds()) : Json(nullptr)},
+                {"snapshot_failures", s.snapshot_failures},
+                {"workers", indexer.get_workers().size()},
                 {"streams", sizes.worker_count},
                 {"blocks", sizes.block_count},
                 {"nodes", sizes.node_count},
@@ -798,45 +921,59 @@ struct KvidxService::Impl {
 
   // kv.admin.dump protocol: the requester sends a request with a reply inbox and keeps reading that
   // inbox. kvidx answers with N >= 0 chunk messages (header Kvidx-Dump: chunk; body: JSONL, one
-  // Stored RouterEvent per line, each message under the server's max payload), then one end
-  // marker (header Kvidx-Dump: end; body {"end":true,"events":E,"chunks":N}). An error is a
-  // single {"error":{...}} message with header Kvidx-Dump: end.
+  // Stored RouterEvent per line, each message under the server's max payload as read now; a long
+  // edge is split over several chained events by EventChunker, the one step snapshots use too),
+  // then one end marker (header Kvidx-Dump: end; body {"end":true,"events":E,"chunks":N}, E and
+  // N counting what was sent). A failure, before or midway, ends the dump with one end marker
+  // {"error":{...}}: a dump is never silently short.
   void send_dump(const Message& request) {
     if (request.reply().empty()) return;
     const std::string inbox(request.reply());
-    auto send = [&](std::string_view body, const char* kind) {
+    const std::int64_t max_payload = query_conn.max_payload();
+    auto send = [&](std::string_view body, const char* kind) -> BusStatus {
+      // NOTE: as in send_reply: nothing goes to nats.c's reconnect buffer (see chunked_reply.cpp).
+      if (!query_conn.connected() || query_conn.max_payload() != max_payload) {
+        return BusError{NATS_CONNECTION_DISCONNECTED, "NATS reconnected during the dump"};
+      }
       auto m = Message::create(inbox, body);
-      if (!m.ok()) return;
-      m.value().set_header(kDumpHeader, kind);
-      query_conn.publish(m.value());
+      if (!m.ok()) return m.error();
+      if (auto s = m.value().set_header(kDumpHeader, kind); !s.ok()) return s;
+      return query_conn.publish(m.value());
+    };
+    auto fail = [&](const std::string& code, const std::string& message) {
+      spdlog::warn("dump failed: {}", message);
+      if (auto s = send(encode_error_reply({code, message}), "end"); !s.ok()) {
+        reply_failures_total->inc();
+        spdlog::warn("dump error marker could not be sent: {}", s.error().message);
+      }
     };
     auto events = indexer.dump_events();
     if (!events) {
-      send(encode_error_reply({"unavailable", "indexer offline"}), "end");
+      fail("unavailable", "indexer offline");
       return;
     }
-    const std::size_t limit = static_cast<std::size_t>(std::max<std::int64_t>(query_conn.max_payload() - 4096, 4096));
-    std::string body;
-    std::string line;
-    std::size_t chunks = 0;
+    std::size_t sent = 0;
+    EventChunker chunker(chunk_body_limit(max_payload), [&](std::string_view body) -> BusStatus {
+      if (auto s = send(body, "chunk"); !s.ok()) return s;
+      // NOTE: pace large dumps so the requester's pending limits are not overrun.
+      if (++sent % 64 == 0) query_conn.flush(2000);
+      return {};
+    });
     for (const RouterEvent& e : *events) {
-      line.clear();
-      append_router_event(line, e);
-      line += '\n';
-      if (!body.empty() && body.size() + line.size() > limit) {
-        send(body, "chunk");
-        ++chunks;
-        body.clear();
-        // NOTE: pace large dumps so the requester's pending limits are not overrun.
-        if (chunks % 64 == 0) query_conn.flush(2000);
+      if (auto s = chunker.add(e); !s.ok()) {
+        fail("internal", "dump failed after " + std::to_string(chunker.chunks()) + " chunk(s): " + s.error().message);
+        return;
       }
-      body += line;
     }
-    if (!body.empty()) {
-      send(body, "chunk");
-      ++chunks;
+    if (auto s = chunker.finish(); !s.ok()) {
+      fail("internal", "dump failed after " + std::to_string(chunker.chunks()) + " chunk(s): " + s.error().message);
+      return;
     }
-    send(Json{{"end", true}, {"events", events->size()}, {"chunks", chunks}}.dump(), "end");
+    if (auto s = send(Json{{"end", true}, {"events", chunker.lines()}, {"chunks", chunker.chunks()}}.dump(), "end");
+        !s.ok()) {
+      reply_failures_total->inc();
+      spdlog::warn("dump end marker could not be sent: {}", s.error().message);
+    }
   }
 
   // Routing decisions and lifecycle messages are one JSON document under the codec's rules (size,
@@ -931,6 +1068,44 @@ struct KvidxService::Impl {
     }
   }
 
+  // Liveness. A NATS connection closed for good (reconnects exhausted, or closed by the server for
+  // a protocol violation) never comes back by itself: the process must be restarted.
+  bool alive() const {
+    if (!healthy.load()) return false;
+    if (!connections_made.load(std::memory_order_acquire)) return true;
+    return !ingest_conn.closed() && !query_conn.closed();
+  }
+
+  // See Readiness (service.h). Cheap: atomics and one short lock.
+  Readiness readiness() {
+    Readiness r;
+    r.snapshot_stale = snapshot_stale();
+    if (!serving.load()) {
+      r.reason = started ? "stopped" : "starting: restoring the newest snapshot and subscribing";
+    } else if (!alive()) {
+      r.reason = healthy.load() ? "a NATS connection is closed for good" : "indexer offline";
+    } else if (!caught_up.load()) {
+      std::lock_guard lock(ack_mutex);
+      r.reason = "catching up: applied and acknowledged the events stream up to sequence " +
+                 std::to_string(acked_sequence) + " of " + std::to_string(catch_up_target) + " (its end at start)";
+    } else if (r.snapshot_stale) {
+      r.reason = fmt::format("snapshot stale: the newest good snapshot is {:.1f} s old (bound {:.1f} s)",
+                             snapshot_age_seconds(), snapshot_stale_bound().count() / 1000.0);
+    } else {
+      r.ready = true;
+    }
+    return r;
+  }
+
+  // Caller holds ack_mutex. Latches caught_up once the acknowledged sequence reaches the stream's
+  // end as it was at start.
+  void note_catch_up() {
+    if (caught_up.load(std::memory_order_relaxed) || acked_sequence < catch_up_target) return;
+    caught_up.store(true);
+    spdlog::info("caught up with the events stream (sequence {}, its end at start) in {:.1f} s", catch_up_target,
+                 std::chrono::duration<double>(Clock::now() - started_at).count());
+  }
+
   ServiceStats snapshot_stats() {
     ServiceStats s;
     s.messages = messages_total->value();
@@ -947,6 +1122,7 @@ struct KvidxService::Impl {
     s.stream_limit_rejections = stream_limit_rejections->value();
     for (const Counter* c : queries_rejected) s.queries_rejected += c->value();
     s.snapshots_written = snapshots_total->value();
+    s.snapshot_failures = snapshot_failures_total->value();
     s.local_batches = local_batches_total->value();
     {
       std::lock_guard lock(ack_mutex);
@@ -965,6 +1141,7 @@ struct KvidxService::Impl {
   // ---- lifecycle --------------------------------------------------------------------------------
 
   BusStatus start() {
+    started_at = Clock::now();
     ConnectionOptions ingest_opts;
     ingest_opts.url = config.nats_url;
     ingest_opts.name = "kvidx-ingest-" + config.durable;
@@ -977,6 +1154,7 @@ struct KvidxService::Impl {
     auto qc = Connection::connect(query_opts);
     if (!qc.ok()) return qc.error();
     query_conn = std::move(qc).value();
+    connections_made.store(true, std::memory_order_release);
 
     if (config.mode == IngestMode::jetstream) {
       if (auto s = start_jetstream(); !s.ok()) return s;
@@ -998,12 +1176,13 @@ struct KvidxService::Impl {
       }
       if (auto s = ingest_conn.flush(); !s.ok()) return s;
     }
-    healthy = true;
     started = true;
     {
       std::lock_guard lock(dispatch_mutex);
       local_open = true;
     }
+    if (config.mode == IngestMode::core) caught_up = true;  // nothing to catch up with: ready once subscribed
+    serving = true;
     spdlog::info("kvidx serving: mode {}, {} lanes, prefix '{}', {}", config.mode == IngestMode::jetstream ? "jetstream" : "core",
                  indexer.lane_count(), subjects.prefix(), redact_url(config.nats_url));
     return {};
@@ -1018,15 +1197,32 @@ struct KvidxService::Impl {
     const StreamSpec events_stream{config.stream, stream_subjects, true, 0, config.stream_max_age.count(),
                                    config.stream_max_bytes};
     if (auto s = js->ensure_stream(events_stream); !s.ok()) return s.error();
-    snapshots.emplace(*js, subjects, config.snapshot_stream, config.durable, ingest_conn.max_payload());
+    // NOTE: the chunk size follows the server's max_payload as it is at each write (a reconnect to
+    // a server with another max_payload changes it), so it is read there, not here.
+    snapshots.emplace(*js, ingest_conn, subjects, config.snapshot_stream, config.durable);
     if (auto s = snapshots->ensure_stream(); !s.ok()) return s;
     if (config.restore_snapshot) {
       if (auto s = restore(); !s.ok()) return s;
     }
+    last_good_snapshot.store(Clock::now().time_since_epoch().count());
+    metrics.gauge_callback("kvidx_snapshot_age_seconds",
+                           "Seconds since the newest good snapshot (this process's last written, or its start)", {},
+                           [this] { return snapshot_age_seconds(); });
+    metrics.gauge_callback("kvidx_snapshot_stale", "1 while the newest good snapshot is older than the stale bound", {},
+                           [this] { return snapshot_stale() ? 1.0 : 0.0; });
     // NOTE: the durable is re-created at every start so it delivers exactly from what the restored
     // state covers (snapshot sequence + 1, or the whole stream without a snapshot). Acks within a
     // run keep redeliveries away; across restarts the snapshot is the source of truth.
-    if (auto state = js->stream_state(config.stream); state.ok() && state.value().first_sequence > restored_sequence + 1) {
+    auto state = js->stream_state(config.stream);
+    if (!state.ok()) return state.error();
+    {
+      // NOTE: readiness waits for the stream's end as it is now, before the consumer starts; an
+      // empty stream (nothing to deliver, even if its sequence is past 0) needs no catching up.
+      std::lock_guard lock(ack_mutex);
+      catch_up_target = state.value().messages == 0 ? 0 : state.value().last_sequence;
+      note_catch_up();
+    }
+    if (state.value().first_sequence > restored_sequence + 1) {
       std::lock_guard lock(dispatch_mutex);
       history_trimmed = state.value().first_sequence - restored_sequence - 1;
       spdlog::warn("stream {} starts at sequence {} but this replica's state covers only up to {}: {} message(s) "
@@ -1083,6 +1279,7 @@ struct KvidxService::Impl {
 
   void stop(bool final_snapshot) {
     if (stopped) return;
+    serving = false;
     {
       std::lock_guard lock(snapshot_timer_mutex);
       stopped = true;
@@ -1152,7 +1349,9 @@ bool KvidxService::wait_for_acked_sequence(std::uint64_t sequence, std::chrono::
 
 ServiceStats KvidxService::stats() const { return impl_->snapshot_stats(); }
 std::string KvidxService::render_metrics() const { return impl_->metrics.render(); }
-bool KvidxService::healthy() const { return impl_->healthy.load(); }
+bool KvidxService::healthy() const { return impl_->alive(); }
+Readiness KvidxService::readiness() const { return impl_->readiness(); }
+MetricsRegistry& KvidxService::metrics() { return impl_->metrics; }
 LaneIndexer& KvidxService::indexer() { return impl_->indexer; }
 ActiveLoad& KvidxService::active_load() { return impl_->load; }
 

@@ -46,6 +46,8 @@ class ActiveLoad;
 
 namespace kvidx::bus {
 
+class MetricsRegistry;
+
 enum class IngestMode : std::uint8_t { jetstream, core };
 
 struct ServiceConfig {
@@ -68,6 +70,10 @@ struct ServiceConfig {
   std::chrono::milliseconds stream_max_age{0};
   std::int64_t stream_max_bytes = 0;
   std::chrono::milliseconds snapshot_interval{30000};  // 0: only on demand and at shutdown
+  // Readiness turns false ("snapshot stale") while the newest good snapshot is older than this:
+  // the snapshot written last by this process, or its start before the first one. 0: the default,
+  // max(3 x snapshot_interval, 60 s). Not checked when snapshot_interval is 0.
+  std::chrono::milliseconds snapshot_stale_after{0};
   bool restore_snapshot = true;
   int fetch_batch = 1000;
   std::size_t max_inflight_events = 1u << 17;
@@ -101,12 +107,23 @@ struct ServiceStats {
   std::uint64_t dispatched_sequence = 0;  // JetStream: last stream sequence handed to lanes
   std::uint64_t acked_sequence = 0;       // JetStream: last stream sequence acknowledged (applied)
   std::uint64_t snapshots_written = 0;
+  std::uint64_t snapshot_failures = 0;    // snapshot writes that failed (periodic, on demand, final)
   std::uint64_t restored_sequence = 0;    // snapshot sequence restored at start (0: none)
   // Messages of the events stream this replica needed but retention had already discarded at
   // start (stream first sequence - restored sequence - 1, when positive).
   std::uint64_t history_trimmed = 0;
   std::int64_t core_dropped = 0;          // core mode: messages the client dropped
   std::uint64_t local_batches = 0;        // batches from in-process sources (ingest_local_events)
+};
+
+// Whether the service can take traffic (/readyz): the newest snapshot is restored, the consumer has
+// applied and acknowledged the events stream up to its end as it was at start (JetStream; core mode:
+// once subscribed), the indexer is online and snapshots are not stale. Liveness (healthy()) is
+// separate: a service catching up or with failing snapshots is alive.
+struct Readiness {
+  bool ready = false;
+  std::string reason;           // why not, one line (empty when ready)
+  bool snapshot_stale = false;
 };
 
 class KvidxService {
@@ -137,7 +154,11 @@ class KvidxService {
 
   ServiceStats stats() const;
   std::string render_metrics() const;
+  // Liveness: false only once the indexer went offline (a lane failed) or the service stopped.
   bool healthy() const;
+  Readiness readiness() const;
+  // The registry /metrics renders, for parts living beside the service (the HTTP server).
+  MetricsRegistry& metrics();
 
   LaneIndexer& indexer();
   ActiveLoad& active_load();

@@ -8,12 +8,15 @@
 #include <string_view>
 
 #include "libbus/codec/event_codec.h"
+#include "libbus/event_chunks.h"
 
 namespace kvidx::bus {
 namespace {
 
 using Json = nlohmann::json;
 constexpr const char* kSnapshotIdHeader = "Kvidx-Snapshot-Id";
+constexpr const char* kSnapshotPartHeader = "Kvidx-Snapshot-Part";  // absent: events
+constexpr const char* kWatermarksPart = "watermarks";
 
 std::string new_snapshot_id() {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
@@ -26,10 +29,8 @@ BusError format_error(const std::string& what) { return BusError{NATS_ERR, "snap
 
 }  // namespace
 
-SnapshotStore::SnapshotStore(JetStream& js, Subjects subjects, std::string stream, std::string name,
-                             std::int64_t max_payload)
-    : js_(js), subjects_(std::move(subjects)), stream_(std::move(stream)), name_(std::move(name)),
-      max_payload_(max_payload) {}
+SnapshotStore::SnapshotStore(JetStream& js, Connection& conn, Subjects subjects, std::string stream, std::string name)
+    : js_(js), subjects_(std::move(subjects)), stream_(std::move(stream)), name_(std::move(name)), conn_(conn) {}
 
 BusStatus SnapshotStore::ensure_stream() {
   auto state = js_.ensure_stream({stream_, {subjects_.snapshots_wildcard()}, true, 0, 0});
@@ -37,52 +38,76 @@ BusStatus SnapshotStore::ensure_stream() {
   return {};
 }
 
-BusResult<std::uint64_t> SnapshotStore::write(const IndexSnapshot& snapshot) {
+BusResult<SnapshotWritten> SnapshotStore::write(const IndexSnapshot& snapshot) {
   const std::string id = snapshot.id.empty() ? new_snapshot_id() : snapshot.id;
   const std::string data_subject = subjects_.snapshot_data(name_);
-  // NOTE: leave room for headers and protocol overhead under the server's max payload.
-  const std::size_t limit = static_cast<std::size_t>(std::max<std::int64_t>(max_payload_ - 4096, 4096));
   std::uint64_t first_chunk = 0;
   std::uint64_t last_chunk = 0;
+  // NOTE: while nats.c reconnects it buffers publishes and checks them against the old server's
+  // max_payload; flushed to a new server with a smaller one, such a message makes that server
+  // close the connection for good. So nothing is published unless connected, and a write that
+  // sees the max_payload change midway (a reconnect) stops; the next one uses the new value.
+  const std::int64_t max_payload = conn_.max_payload();
+  if (!conn_.connected()) return format_error("not connected to NATS (reconnecting); retried at the next write");
+  const std::size_t limit = chunk_body_limit(max_payload);
   std::size_t chunks = 0;
-  std::string body;
-  auto flush_chunk = [&]() -> BusStatus {
+  auto publish_chunk = [&](std::string_view body, const char* part) -> BusStatus {
+    if (!conn_.connected() || conn_.max_payload() != max_payload) {
+      return BusError{NATS_CONNECTION_DISCONNECTED, "NATS reconnected during the write (max_payload " +
+                                                        std::to_string(max_payload) + " -> " +
+                                                        std::to_string(conn_.max_payload()) + ")"};
+    }
     auto msg = Message::create(data_subject, body);
     if (!msg.ok()) return msg.error();
     if (auto s = msg.value().set_header(kSnapshotIdHeader, id.c_str()); !s.ok()) return s;
+    if (part != nullptr) {
+      if (auto s = msg.value().set_header(kSnapshotPartHeader, part); !s.ok()) return s;
+    }
     auto ack = js_.publish(msg.value());
     if (!ack.ok()) return ack.error();
     if (first_chunk == 0) first_chunk = ack.value().sequence;
     last_chunk = ack.value().sequence;
     ++chunks;
-    body.clear();
     return {};
   };
-  std::string line;
+  EventChunker chunker(limit, [&](std::string_view body) { return publish_chunk(body, nullptr); });
   for (const RouterEvent& event : snapshot.events) {
-    line.clear();
-    append_router_event(line, event);
-    line += '\n';
-    if (line.size() > limit) return format_error("one event exceeds the chunk limit");
-    if (body.size() + line.size() > limit) {
-      if (auto s = flush_chunk(); !s.ok()) return s.error();
-    }
-    body += line;
+    if (auto s = chunker.add(event); !s.ok()) return format_error(s.error().message);
   }
-  if (!body.empty() || chunks == 0) {
-    if (auto s = flush_chunk(); !s.ok()) return s.error();
-  }
+  if (auto s = chunker.finish(); !s.ok()) return format_error(s.error().message);
   Json marks = Json::array();
   for (const auto& [stream, event_id] : snapshot.watermarks) {
     marks.push_back(Json::array({stream.worker_id, stream.dp_rank, event_id}));
   }
-  const Json commit{{"id", id},
-                    {"stream_sequence", snapshot.stream_sequence},
-                    {"first_chunk", first_chunk},
-                    {"last_chunk", last_chunk},
-                    {"chunks", chunks},
-                    {"events", snapshot.events.size()},
-                    {"watermarks", std::move(marks)}};
+  Json commit{{"id", id},
+              {"stream_sequence", snapshot.stream_sequence},
+              {"first_chunk", first_chunk},
+              {"last_chunk", last_chunk},
+              {"chunks", chunks},
+              {"events", chunker.lines()},
+              {"watermarks", marks}};
+  if (commit.dump().size() > limit) {
+    // NOTE: tens of thousands of streams make the watermark list alone larger than a message:
+    // then it goes into chunks of its own (header Kvidx-Snapshot-Part: watermarks, one
+    // [worker_id,dp_rank,last_event_id] per line) between the event chunks and the commit.
+    std::string body;
+    for (const Json& mark : marks) {
+      std::string line = mark.dump() + "\n";
+      if (!body.empty() && body.size() + line.size() > limit) {
+        if (auto s = publish_chunk(body, kWatermarksPart); !s.ok()) return format_error(s.error().message);
+        body.clear();
+      }
+      body += line;
+    }
+    if (!body.empty()) {
+      if (auto s = publish_chunk(body, kWatermarksPart); !s.ok()) return format_error(s.error().message);
+    }
+    commit["watermarks"] = Json::array();
+    commit["watermarks_in_chunks"] = snapshot.watermarks.size();
+    commit["last_chunk"] = last_chunk;
+    commit["first_chunk"] = first_chunk;
+    commit["chunks"] = chunks;
+  }
   auto ack = js_.publish(subjects_.snapshot_commit(name_), commit.dump());
   if (!ack.ok()) return ack.error();
   // Older snapshots are garbage now; failures here only cost space.
@@ -90,7 +115,7 @@ BusResult<std::uint64_t> SnapshotStore::write(const IndexSnapshot& snapshot) {
   if (auto s = js_.purge(stream_, subjects_.snapshot_commit(name_), 1); !s.ok()) {
     spdlog::warn("{}", s.error().message);
   }
-  return ack.value().sequence;
+  return SnapshotWritten{ack.value().sequence, chunks, chunker.lines(), chunker.split_events()};
 }
 
 BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_latest() {
@@ -103,6 +128,7 @@ BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_latest() {
   std::uint64_t first_chunk = 0;
   std::uint64_t last_chunk = 0;
   std::size_t expected_events = 0;
+  std::size_t expected_chunked_marks = 0;
   try {
     const Json commit = Json::parse(commit_msg.value().data());
     snapshot.id = commit.at("id").get<std::string>();
@@ -110,6 +136,7 @@ BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_latest() {
     first_chunk = commit.at("first_chunk").get<std::uint64_t>();
     last_chunk = commit.at("last_chunk").get<std::uint64_t>();
     expected_events = commit.at("events").get<std::size_t>();
+    expected_chunked_marks = commit.value("watermarks_in_chunks", std::size_t{0});
     for (const Json& mark : commit.at("watermarks")) {
       snapshot.watermarks.emplace_back(
           WorkerWithDpRank{mark.at(0).get<WorkerId>(), mark.at(1).get<DpRank>()}, mark.at(2).get<std::uint64_t>());
@@ -122,12 +149,23 @@ BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_latest() {
     auto chunk = js_.get_message(stream_, seq);
     if (!chunk.ok()) return chunk.error();
     if (chunk.value().header(kSnapshotIdHeader) != snapshot.id) continue;  // interleaved writer
+    const bool marks = chunk.value().header(kSnapshotPartHeader) == std::string(kWatermarksPart);
     std::string_view rest = chunk.value().data();
     while (!rest.empty()) {
       const auto nl = rest.find('\n');
       const std::string_view line = rest.substr(0, nl);
       rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
       if (line.empty()) continue;
+      if (marks) {
+        try {
+          const Json mark = Json::parse(line);
+          snapshot.watermarks.emplace_back(WorkerWithDpRank{mark.at(0).get<WorkerId>(), mark.at(1).get<DpRank>()},
+                                           mark.at(2).get<std::uint64_t>());
+        } catch (const std::exception& e) {
+          return format_error("bad watermark in chunk " + std::to_string(seq) + ": " + e.what());
+        }
+        continue;
+      }
       auto event = decode_router_event(line);
       if (!event.ok()) return format_error("bad event in chunk " + std::to_string(seq) + ": " + event.error().message());
       snapshot.events.push_back(std::move(event).value());
@@ -136,6 +174,10 @@ BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_latest() {
   if (snapshot.events.size() != expected_events) {
     return format_error("snapshot " + snapshot.id + " has " + std::to_string(snapshot.events.size()) +
                         " events, commit says " + std::to_string(expected_events));
+  }
+  if (expected_chunked_marks > 0 && snapshot.watermarks.size() != expected_chunked_marks) {
+    return format_error("snapshot " + snapshot.id + " has " + std::to_string(snapshot.watermarks.size()) +
+                        " watermarks, commit says " + std::to_string(expected_chunked_marks));
   }
   return std::optional<IndexSnapshot>(std::move(snapshot));
 }

@@ -2,10 +2,13 @@
 //
 // Layout for one service name (its durable):
 //   <prefix>.snapshots.<name>.data    chunk messages: JSONL of Stored RouterEvents (dump_events),
-//                                     each under the server's max payload; header Kvidx-Snapshot-Id
+//                                     each under the server's max payload as it is at write time
+//                                     (EventChunker: an edge too long for one message is written
+//                                     as several chained events); header Kvidx-Snapshot-Id
 //   <prefix>.snapshots.<name>.commit  one message per complete snapshot, written after its chunks:
 //     {"id":"...","stream_sequence":S,"first_chunk":A,"last_chunk":B,"chunks":N,"events":E,
 //      "watermarks":[[worker_id,dp_rank,last_event_id],...]}
+//   ("events" counts the lines written, so an edge split into k events counts k.)
 // A snapshot exists only once its commit is stored, so a crash mid-write leaves the previous one
 // in force. After a commit, older chunks and commits are purged.
 // `stream_sequence` S: every event message of the events stream with sequence <= S is reflected
@@ -33,13 +36,24 @@ struct IndexSnapshot {
   std::vector<std::pair<WorkerWithDpRank, std::uint64_t>> watermarks;
 };
 
+struct SnapshotWritten {
+  std::uint64_t commit_sequence = 0;
+  std::size_t chunks = 0;
+  std::size_t lines = 0;         // events written (an edge split in k pieces counts k)
+  std::size_t split_events = 0;  // events too large for one chunk, written as several
+};
+
 class SnapshotStore {
  public:
-  SnapshotStore(JetStream& js, Subjects subjects, std::string stream, std::string name, std::int64_t max_payload);
+  // `conn` is the connection `js` was made from. Its max_payload is read at every write: a
+  // reconnect to a server with another max_payload changes it (natsConnection_GetMaxPayload), so
+  // it is never cached. A write fails (and is retried by the caller) when the connection is not
+  // connected or reconnected during the write: see write().
+  SnapshotStore(JetStream& js, Connection& conn, Subjects subjects, std::string stream, std::string name);
 
   BusStatus ensure_stream();
   // Writes the chunks, then the commit, then purges older snapshots of this name.
-  BusResult<std::uint64_t> write(const IndexSnapshot& snapshot);  // returns the commit's sequence
+  BusResult<SnapshotWritten> write(const IndexSnapshot& snapshot);
   // The newest committed snapshot, nullopt when there is none; an error when one exists but
   // cannot be read back completely.
   BusResult<std::optional<IndexSnapshot>> load_latest();
@@ -49,7 +63,7 @@ class SnapshotStore {
   Subjects subjects_;
   std::string stream_;
   std::string name_;
-  std::int64_t max_payload_;
+  Connection& conn_;
 };
 
 }  // namespace kvidx::bus

@@ -2,12 +2,14 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
 
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/nats_flags.h"
+#include "libbus/chunked_reply.h"
 #include "libbus/codec/event_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/subjects.h"
@@ -56,20 +58,26 @@ std::optional<LiveClient> LiveClient::connect(const LiveFlags& flags, const char
 
 std::optional<std::string> LiveClient::request(const std::string& suffix, const std::string& body, int& exit_code) {
   const std::string subject = impl_->flags.prefix + "." + suffix;
-  auto reply = impl_->connection.request(subject, body, impl_->timeout_ms());
+  auto reply = bus::request_accepting_chunks(impl_->connection, subject, body, impl_->timeout_ms());
   if (!reply) {
-    const bool no_service = reply.error().status == NATS_NO_RESPONDERS || reply.error().timed_out();
-    impl_->fail(exit_code, kExitUnreachable,
-                no_service ? fmt::format("no reply on {} within {} s (is kvidx serve running with prefix '{}'?)",
-                                         subject, impl_->flags.timeout_s, impl_->flags.prefix)
-                           : reply.error().message);
+    const auto status = reply.error().status;
+    if (status == NATS_MISMATCH) {
+      impl_->fail(exit_code, kExitIncomplete, reply.error().message);
+    } else {
+      const bool no_service = status == NATS_NO_RESPONDERS || reply.error().timed_out();
+      impl_->fail(exit_code, kExitUnreachable,
+                  no_service ? fmt::format("no reply on {} within {} s (is kvidx serve running with prefix '{}'?)",
+                                           subject, impl_->flags.timeout_s, impl_->flags.prefix)
+                             : reply.error().message);
+    }
     return std::nullopt;
   }
-  return std::string(reply.value().data());
+  return std::move(reply).value();
 }
 
 std::optional<std::vector<RouterEvent>> LiveClient::dump(int& exit_code) {
   auto& conn = impl_->connection;
+  const std::string subject = impl_->flags.prefix + ".admin.dump";
   const std::string inbox = conn.new_inbox();
   auto sub = conn.subscribe_sync(inbox);
   if (!sub) {
@@ -77,29 +85,58 @@ std::optional<std::vector<RouterEvent>> LiveClient::dump(int& exit_code) {
     return std::nullopt;
   }
   sub.value().set_unlimited_pending();
-  auto request = bus::Message::create(impl_->flags.prefix + ".admin.dump", "{}", inbox);
+  auto request = bus::Message::create(subject, "{}", inbox);
   if (!request || !conn.publish(request.value()) || !conn.flush()) {
     impl_->fail(exit_code, kExitUnreachable, "cannot send the dump request");
     return std::nullopt;
   }
   std::vector<RouterEvent> events;
+  std::size_t chunks = 0;
   while (true) {
     auto message = sub.value().next(impl_->timeout_ms());
-    if (!message) {
-      impl_->fail(exit_code, kExitUnreachable,
-                  fmt::format("dump incomplete: no message within {} s after {} events (is kvidx serve running?)",
-                              impl_->flags.timeout_s, events.size()));
+    if (!message || message.value().no_responders()) {
+      if (chunks == 0) {
+        impl_->fail(exit_code, kExitUnreachable,
+                    fmt::format("no reply on {} within {} s (is kvidx serve running with prefix '{}'?)", subject,
+                                impl_->flags.timeout_s, impl_->flags.prefix));
+      } else {
+        impl_->fail(exit_code, kExitIncomplete,
+                    fmt::format("dump incomplete: {} events in {} chunk(s), then nothing for {} s (no end marker)",
+                                events.size(), chunks, impl_->flags.timeout_s));
+      }
       return std::nullopt;
     }
     const auto kind = message.value().header("Kvidx-Dump");
     const std::string_view body = message.value().data();
     if (kind == "end") {
-      if (body.find("\"error\"") != std::string_view::npos) {
-        impl_->fail(exit_code, kExitFailure, fmt::format("the service refused the dump: {}", body));
+      const auto end = nlohmann::json::parse(body, nullptr, false);
+      if (end.is_object() && end.contains("error")) {
+        const auto& error = end["error"];
+        impl_->fail(exit_code, kExitFailure,
+                    fmt::format("the service failed the dump ({}): {}", error.value("code", std::string("?")),
+                                error.value("message", std::string(body))));
+        return std::nullopt;
+      }
+      if (!end.is_object() || !end.contains("events") || !end.contains("chunks")) {
+        impl_->fail(exit_code, kExitIncomplete, fmt::format("dump end marker without counts: {}", body));
+        return std::nullopt;
+      }
+      const auto want_events = end.value("events", std::uint64_t{0});
+      const auto want_chunks = end.value("chunks", std::uint64_t{0});
+      if (want_events != events.size() || want_chunks != chunks) {
+        impl_->fail(exit_code, kExitIncomplete,
+                    fmt::format("dump incomplete: received {} events in {} chunk(s), the service sent {} in {}",
+                                events.size(), chunks, want_events, want_chunks));
         return std::nullopt;
       }
       return events;
     }
+    if (kind != "chunk") {
+      impl_->fail(exit_code, kExitFailure,
+                  fmt::format("unexpected message on the dump inbox (header Kvidx-Dump: {})", kind.value_or("none")));
+      return std::nullopt;
+    }
+    ++chunks;
     // A chunk: JSONL of Stored events.
     std::size_t start = 0;
     while (start < body.size()) {

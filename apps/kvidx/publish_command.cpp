@@ -170,7 +170,7 @@ int run_publish(const PublishFlags& flags) {
     std::fprintf(stderr, "kvidx publish: %s\n", read.error.c_str());
     return read.stats.bad_lines > 0 && flags.strict ? kExitBadInput : kExitFailure;
   }
-  if (t.acked < t.attempted) return kExitNotAcked;
+  if (t.acked < t.attempted) return kExitIncomplete;
   if (!t.stop.empty()) return kExitFailure;
   if (was_interrupted) return kExitInterrupted;
   return kExitOk;

@@ -1,4 +1,4 @@
-// kvidx serve: the NATS ingestion service (libbus/service.h) plus HTTP /metrics and /healthz, and
+// kvidx serve: the NATS ingestion service (libbus/service.h) plus HTTP /metrics, /healthz and /readyz, and
 // optionally vLLM / SGLang engines' ZMQ KV-event sockets bridged in-process (--zmq SPEC, repeatable:
 // bridge/zmq_source_spec.h, bridge/in_process_bridges.h) into the same ingestion path.
 // Flags may also come from a config file: `kvidx serve --config kvidx.toml` (CLI11 TOML/INI,
@@ -21,6 +21,7 @@
 #include "bridge/zmq_source_spec.h"
 #include "libbus/http_server.h"
 #include "libbus/nats_url.h"
+#include "libbus/metrics.h"
 #include "libbus/service.h"
 #include "libindexer/prune_config.h"
 #include "libbus/subjects.h"
@@ -37,6 +38,7 @@ struct ServeFlags {
   std::vector<std::string> subjects;
   std::string metrics = "127.0.0.1:9464";
   std::string snapshot_interval = "30s";
+  std::string snapshot_stale_after = "auto";
   std::string durable = "kvidx";
   std::string stream = "KV_EVENTS";
   std::string snapshot_stream = "KV_SNAPSHOTS";
@@ -149,6 +151,16 @@ int run_serve(const ServeFlags& flags) {
     std::fprintf(stderr, "kvidx: error: --durable must be non-empty and contain no '.'\n");
     return kExitUsage;
   }
+  std::chrono::milliseconds stale_after{0};
+  if (flags.snapshot_stale_after != "auto") {
+    const auto parsed = parse_duration(flags.snapshot_stale_after);
+    if (!parsed || parsed->count() == 0) {
+      std::fprintf(stderr, "kvidx: error: bad --snapshot-stale-after '%s' (e.g. 90s, 5m, or auto)\n",
+                   flags.snapshot_stale_after.c_str());
+      return kExitUsage;
+    }
+    stale_after = *parsed;
+  }
   const auto ttl = parse_duration(flags.approximate_ttl);
   const auto max_age = parse_duration(flags.stream_max_age);
   if (!ttl || !max_age) {
@@ -176,6 +188,7 @@ int run_serve(const ServeFlags& flags) {
   config.durable = flags.durable;
   config.snapshot_stream = flags.snapshot_stream;
   config.snapshot_interval = *interval;
+  config.snapshot_stale_after = stale_after;
   config.fetch_batch = flags.fetch_batch;
   config.max_inflight_events = flags.max_inflight;
   config.clear_on_gap = flags.clear_on_gap;
@@ -221,17 +234,30 @@ int run_serve(const ServeFlags& flags) {
 
   std::unique_ptr<bus::HttpServer> http;
   if (serve_metrics) {
+    bus::HttpServerOptions http_options;
+    http_options.accept_errors = &service.metrics().counter(
+        "kvidx_http_accept_errors_total", "Failed accepts on the /metrics listener (e.g. out of file descriptors)");
     http = std::make_unique<bus::HttpServer>([&service](std::string_view, std::string_view target) {
       const std::string_view path = target.substr(0, target.find('?'));
       if (path == "/metrics") {
         return bus::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", service.render_metrics()};
       }
+      // /healthz is liveness (restart me if it fails): alive while starting, catching up or with
+      // failing snapshots. /readyz is readiness (send me traffic): see bus::Readiness.
       if (path == "/healthz") {
         return service.healthy() ? bus::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}
                                  : bus::HttpResponse{503, "text/plain; charset=utf-8", "unhealthy\n"};
       }
+      if (path == "/readyz") {
+        const bus::Readiness ready = service.readiness();
+        return ready.ready ? bus::HttpResponse{200, "text/plain; charset=utf-8", "ready\n"}
+                           : bus::HttpResponse{503, "text/plain; charset=utf-8", "not ready: " + ready.reason + "\n"};
+      }
       return bus::HttpResponse{404, "text/plain; charset=utf-8", "not found\n"};
-    });
+    }, http_options);
+    // NOTE: only /metrics renders this gauge, on the server's own thread, so `server` outlives it.
+    service.metrics().gauge_callback("kvidx_http_connections", "Open connections on the /metrics listener", {},
+                                     [server = http.get()] { return static_cast<double>(server->open_connections()); });
     std::string error;
     if (!http->start(metrics_host, metrics_port, error)) {
       std::fprintf(stderr, "kvidx: error: cannot serve metrics on %s: %s\n", flags.metrics.c_str(), error.c_str());
@@ -288,8 +314,13 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--subject-prefix", flags->subject_prefix, "Prefix of every kvidx subject")->capture_default_str();
   cmd->add_option("--subject", flags->subjects,
                   "Extra event subject or wildcard (repeatable), e.g. a Dynamo kv-events subject; worker id from the payload");
-  cmd->add_option("--metrics", flags->metrics, "HOST:PORT for HTTP /metrics and /healthz, or off")->capture_default_str();
+  cmd->add_option("--metrics", flags->metrics, "HOST:PORT for HTTP /metrics, /healthz (liveness) and /readyz (readiness), or off")
+      ->capture_default_str();
   cmd->add_option("--snapshot-interval", flags->snapshot_interval, "Periodic snapshot interval (30s, 500ms, 0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--snapshot-stale-after", flags->snapshot_stale_after,
+                  "Not ready (/readyz 503) while the newest good snapshot is older than this (auto: 3 x "
+                  "--snapshot-interval, at least 60s)")
       ->capture_default_str();
   cmd->add_option("--durable", flags->durable, "JetStream durable consumer name; also names the snapshots")
       ->capture_default_str();

@@ -71,9 +71,7 @@ RouterEvent event_with_blocks(WorkerId worker, std::uint64_t first, std::size_t 
 TEST_SUITE("integration") {
 
 TEST_CASE("every connecting subcommand exits 4 when the server refuses the credentials, and never prints them") {
-  NatsServerOptions server_options;
-  server_options.extra_args = {"--user", "kvidx", "--pass", "right-secret"};
-  NatsServer server(server_options);
+  NatsServer server(NatsServerOptions::with_args({"--user", "kvidx", "--pass", "right-secret"}));
   TempDir dir;
   write_log(dir.file("events.jsonl"), {make_store_event(1, {1, 2})});
   const std::string port = std::to_string(server.port());
@@ -104,9 +102,7 @@ TEST_CASE("every connecting subcommand exits 4 with one line when no server list
 }
 
 TEST_CASE("--nats defaults to $NATS_URL on every subcommand, credentials hidden") {
-  NatsServerOptions server_options;
-  server_options.extra_args = {"--user", "kvidx", "--pass", "right-secret"};
-  NatsServer server(server_options);
+  NatsServer server(NatsServerOptions::with_args({"--user", "kvidx", "--pass", "right-secret"}));
   TempDir dir;
   write_log(dir.file("events.jsonl"), {make_store_event(1, {1, 2})});
   const std::string port = std::to_string(server.port());
@@ -196,9 +192,7 @@ TEST_CASE("kvidx publish names the events the server did not take: larger than m
     std::ofstream config(dir.file("nats.conf"));
     config << "max_payload: 2048\n";
   }
-  NatsServerOptions server_options;
-  server_options.extra_args = {"-c", dir.file("nats.conf")};
-  NatsServer server(server_options);
+  NatsServer server(NatsServerOptions::with_args({"-c", dir.file("nats.conf")}));
   {
     bus::ConnectionOptions options;
     options.url = server.url();

@@ -566,9 +566,7 @@ TEST_CASE("hostile: rejected score queries are counted by reason in kvidx_querie
 TEST_CASE("hostile: a dead letter over the server's max_payload is published truncated and counted as published; "
           "one that cannot be published at all is counted as a failure") {
   {
-    testing::NatsServerOptions server_options;
-    server_options.max_payload = 4096;
-    NatsServer server(server_options);
+    NatsServer server(testing::NatsServerOptions::with_max_payload(4096));
     bus::ServiceConfig config;
     config.nats_url = server.url();
     config.durable = "truncated";
@@ -607,9 +605,7 @@ TEST_CASE("hostile: a dead letter over the server's max_payload is published tru
   {
     // A server whose max_payload is smaller than the dead letter's headers: nothing can be
     // published, so nothing is counted as published; the failure is counted and logged instead.
-    testing::NatsServerOptions server_options;
-    server_options.max_payload = 128;
-    NatsServer server(server_options);
+    NatsServer server(testing::NatsServerOptions::with_max_payload(128));
     bus::ServiceConfig config;
     config.nats_url = server.url();
     config.mode = bus::IngestMode::core;

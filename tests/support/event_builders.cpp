@@ -62,6 +62,26 @@ RouterEvent make_clear_event_with_dp_rank(WorkerId worker, DpRank rank) {
   return RouterEvent{worker, KvCacheEvent{0, KvCacheClearData{}, rank}, std::nullopt};
 }
 
+std::vector<RouterEvent> make_long_chain(WorkerId worker, DpRank rank, std::size_t blocks, std::size_t per_event) {
+  std::vector<RouterEvent> out;
+  std::optional<ExternalSequenceBlockHash> parent;
+  for (std::size_t first = 0; first < blocks; first += per_event) {
+    KvCacheStoreData data;
+    data.parent_hash = parent;
+    for (std::size_t i = first; i < std::min(blocks, first + per_event); ++i) {
+      // Distinct per (worker, rank, depth), large, deterministic (an odd multiplier over 2^64 is a
+      // bijection); locals differ too, so two streams' chains never share a prefix.
+      const std::uint64_t salt = worker * 0x100000001B3ull + rank;
+      const std::uint64_t external = 0x9E3779B97F4A7C15ull * (i + 1) + salt;
+      const std::uint64_t local = 0xC2B2AE3D27D4EB4Full * (i + 1) ^ (salt * 0x165667B19E3779F9ull);
+      data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{external}, LocalBlockHash{local}, std::nullopt});
+    }
+    parent = data.blocks.back().block_hash;
+    out.push_back(RouterEvent{worker, KvCacheEvent{out.size(), std::move(data), rank}, std::nullopt});
+  }
+  return out;
+}
+
 std::vector<RouterEvent> snapshot_events(std::vector<RouterEvent> events) {
   for (auto& e : events) e.event.event_id = 0;
   auto first_hash = [](const RouterEvent& e) -> std::uint64_t {

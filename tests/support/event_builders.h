@@ -3,6 +3,7 @@
 // hash at two depths gets two external hashes, as in a real engine.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -30,6 +31,13 @@ std::vector<ExternalSequenceBlockHash> external_hashes(const Hashes& prefix, con
 std::vector<LocalBlockHash> local_hashes(const Hashes& values);
 // The external hashes a remove event made by make_remove_event_with_parent carries.
 std::vector<ExternalSequenceBlockHash> remove_hashes_with_parent(const Hashes& prefix, const Hashes& locals);
+
+// A chain of `blocks` blocks from the root held by (worker, rank), published as events of
+// `per_event` blocks each (each event's parent = the previous event's last block), event ids 0, 1,
+// ...; hashes are 19-20 digit numbers like real sequence hashes, and two streams' chains share
+// no prefix. The tree keeps such a chain as
+// one edge, so its dump has one Stored event of `blocks` blocks.
+std::vector<RouterEvent> make_long_chain(WorkerId worker, DpRank rank, std::size_t blocks, std::size_t per_event);
 
 // Snapshot normal form used by the reference's snapshot comparisons: event ids zeroed, events
 // sorted by (worker, rank, first block hash).

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvidx::testing {
@@ -16,6 +17,17 @@ struct NatsServerOptions {
   std::int64_t max_payload = 0;  // bytes; 0: the server's default (1 MiB)
   // Passed to nats-server after the fixture's own (e.g. {"--user", "u", "--pass", "p"}).
   std::vector<std::string> extra_args;
+
+  static NatsServerOptions with_max_payload(std::int64_t bytes) {
+    NatsServerOptions o;
+    o.max_payload = bytes;
+    return o;
+  }
+  static NatsServerOptions with_args(std::vector<std::string> args) {
+    NatsServerOptions o;
+    o.extra_args = std::move(args);
+    return o;
+  }
 };
 
 class NatsServer {
@@ -36,6 +48,8 @@ class NatsServer {
   void stop();     // SIGTERM, then waitpid (SIGKILL after 10 s)
   void kill9();    // SIGKILL, then waitpid
   void restart();  // stop (if running) and start again on the same port and store
+  // Takes effect at the next (re)start: clients reconnecting then see the new max_payload.
+  void set_max_payload(std::int64_t bytes) { options_.max_payload = bytes; }
 
  private:
   void start();
