@@ -20,7 +20,7 @@
 #include "bridge/zmq_source_spec.h"
 #include "libbus/http_server.h"
 #include "libbus/service.h"
-#include "libindexer/prune_config.h"
+#include "libindexer/lanes/prune_config.h"
 #include "libbus/subjects.h"
 
 namespace kvidx::cli {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "libindexer/hashing.h"
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/tree_assertions.h"
 
 using namespace kvidx;

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "libindexer/radix_tree.h"
+#include "libindexer/tree/radix_tree.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/tree_assertions.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "libindexer/radix_tree.h"
+#include "libindexer/tree/radix_tree.h"
 #include "tests/support/event_builders.h"
 
 namespace kvidx::testing {

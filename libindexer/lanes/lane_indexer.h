@@ -30,7 +30,7 @@
 //
 // Bench observation (begin_observation ... harvest)
 // - At most one observation at a time. Observed events are their own task kind: the plain enqueue
-//   path pays nothing for it. Each lane records into its own fixed buffer (see lane_observation.h).
+//   path pays nothing for it. Each lane records into its own fixed buffer (see lanes/lane_observation.h).
 #pragma once
 
 #include <array>
@@ -48,11 +48,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "libindexer/lane_observation.h"
+#include "libindexer/lanes/lane_observation.h"
 #include "libindexer/protocol.h"
-#include "libindexer/prune_config.h"
-#include "libindexer/radix_tree.h"
-#include "libindexer/routing_decision_pruner.h"
+#include "libindexer/lanes/prune_config.h"
+#include "libindexer/tree/radix_tree.h"
+#include "libindexer/lanes/routing_decision_pruner.h"
 
 namespace kvidx {
 

@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "libindexer/edge_coverage.h"
+#include "libindexer/tree/edge_coverage.h"
 #include "libindexer/protocol.h"
-#include "libindexer/radix_node.h"
+#include "libindexer/tree/radix_node.h"
 
 namespace kvidx {
 

@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "libindexer/edge_coverage.h"
+#include "libindexer/tree/edge_coverage.h"
 #include "libindexer/protocol.h"
 
 namespace kvidx {

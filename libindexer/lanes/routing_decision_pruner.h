@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "libindexer/protocol.h"
-#include "libindexer/prune_config.h"
+#include "libindexer/lanes/prune_config.h"
 
 namespace kvidx {
 

@@ -41,9 +41,9 @@
 #include <vector>
 
 #include "libindexer/protocol.h"
-#include "libindexer/radix_node.h"
-#include "libindexer/worker_lookup.h"
-#include "libindexer/worker_registry.h"
+#include "libindexer/tree/radix_node.h"
+#include "libindexer/tree/worker_lookup.h"
+#include "libindexer/tree/worker_registry.h"
 
 namespace kvidx {
 

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "libindexer/edge_coverage.h"
+#include "libindexer/tree/edge_coverage.h"
 #include "libindexer/protocol.h"
 
 namespace kvidx {

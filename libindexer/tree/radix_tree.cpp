@@ -1,4 +1,4 @@
-#include "libindexer/radix_tree.h"
+#include "libindexer/tree/radix_tree.h"
 
 #include <algorithm>
 #include <string>

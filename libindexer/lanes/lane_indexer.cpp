@@ -1,4 +1,4 @@
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 
 #include <spdlog/spdlog.h>
 
