@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "libindexer/load/prompt_path_arena.h"
-#include "libindexer/protocol.h"
 #include "libindexer/load/request_block_chain.h"
+#include "libindexer/protocol.h"
 
 namespace kvidx {
 

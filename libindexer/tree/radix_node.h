@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "libindexer/tree/edge_coverage.h"
 #include "libindexer/protocol.h"
+#include "libindexer/tree/edge_coverage.h"
 
 namespace kvidx {
 

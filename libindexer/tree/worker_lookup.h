@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "libindexer/tree/edge_coverage.h"
 #include "libindexer/protocol.h"
+#include "libindexer/tree/edge_coverage.h"
 #include "libindexer/tree/radix_node.h"
 
 namespace kvidx {

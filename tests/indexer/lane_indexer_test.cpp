@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "libindexer/lanes/lane_indexer.h"
+#include "libindexer/lanes/lane_observation.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/tree_assertions.h"
 
@@ -421,7 +422,7 @@ TEST_CASE("observed_events_use_fixed_worker_buffers_and_fifo_seals") {
   ObservationPlan plan;
   plan.epoch = std::chrono::steady_clock::now();
   plan.expected_events_by_stream = {{worker(1), 1}, {worker(2), 1}};
-  auto observation = indexer.begin_observation(plan);
+  auto observation = begin_observation(indexer, plan);
   REQUIRE(observation.ok());
 
   const auto first = observation->enqueue_observed(make_store_event(1, {11}), 10);
@@ -451,9 +452,9 @@ TEST_CASE("observed records are stamped in order and a full buffer counts what i
   LaneIndexer indexer(2);
   ObservationPlan plan;
   plan.expected_events_by_stream = {{worker(1), 2}, {worker(2), 1}};
-  auto observation = indexer.begin_observation(plan);
+  auto observation = begin_observation(indexer, plan);
   REQUIRE(observation.ok());
-  CHECK(indexer.begin_observation(plan).error() == ObservationError::already_active);
+  CHECK(begin_observation(indexer, plan).error() == ObservationError::already_active);
   CHECK(observation->enqueue_observed(make_store_event(3, {1}), 99).error() == ObservationError::unknown_stream);
 
   REQUIRE(observation->enqueue_observed(make_store_event(1, {1}), 1).ok());
@@ -491,24 +492,24 @@ TEST_CASE("observed records are stamped in order and a full buffer counts what i
   assert_score(indexer, {5, 6}, worker(2), 2);
   CHECK(indexer.metrics().applied_with(ApplyStatus::ok) == 4);
   // The observation is over: a new one may begin.
-  CHECK(indexer.begin_observation(plan).ok());
+  CHECK(begin_observation(indexer, plan).ok());
 }
 
 TEST_CASE("an abandoned observation releases the indexer and bad plans are refused") {
   LaneIndexer indexer(2);
-  CHECK(indexer.begin_observation(ObservationPlan{}).error() == ObservationError::empty_plan);
+  CHECK(begin_observation(indexer, ObservationPlan{}).error() == ObservationError::empty_plan);
   ObservationPlan duplicated;
   duplicated.expected_events_by_stream = {{worker(1), 1}, {worker(1), 1}};
-  CHECK(indexer.begin_observation(duplicated).error() == ObservationError::duplicate_stream);
+  CHECK(begin_observation(indexer, duplicated).error() == ObservationError::duplicate_stream);
 
   ObservationPlan plan;
   plan.expected_events_by_stream = {{worker(1), 4}};
   {
-    auto observation = indexer.begin_observation(plan);
+    auto observation = begin_observation(indexer, plan);
     REQUIRE(observation.ok());
     REQUIRE(observation->enqueue_observed(make_store_event(1, {1}), 1).ok());
   }  // dropped without a harvest
-  auto again = indexer.begin_observation(plan);
+  auto again = begin_observation(indexer, plan);
   REQUIRE(again.ok());
   auto sealed = std::move(again).value().close_observed_producers().seal();
   REQUIRE(sealed.ok());
