@@ -232,11 +232,6 @@ IndexerStatus LaneIndexer::reset_worker_dp_rank_and_wait(WorkerId worker_id, DpR
   return finish_barrier(*completion);
 }
 
-IndexerStatus LaneIndexer::inject_lane_failure_for_test(LaneId lane) {
-  return push(*lanes_.at(lane), LaneTask{TaskKind::fail_for_test, {}, {}, nullptr}) ? IndexerStatus::ok
-                                                                                   : IndexerStatus::offline;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Readers of aggregate state
 

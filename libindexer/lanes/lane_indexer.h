@@ -182,12 +182,11 @@ class LaneIndexer {
   // Idempotent; the destructor calls it.
   void shutdown();
 
-  // Test hook: makes `lane` throw while running its next task.
-  IndexerStatus inject_lane_failure_for_test(LaneId lane);
-
  private:
   // Bench observation (lane_observation.cpp) drives the observe_* tasks through its lease.
   friend class ObservationLease;
+  // Failure injection for tests queues a fail_for_test task (tests/support/lane_indexer_test_peer.h).
+  friend class LaneIndexerTestPeer;
 
   // Counts down as lanes pass a barrier; remembers whether any lane had failed.
   class Completion {
@@ -214,7 +213,7 @@ class LaneIndexer {
     observe_install,
     observe_seal,
     observe_drop,
-    fail_for_test,
+    fail_for_test,  // throws on the lane: LaneIndexerTestPeer's failure injection
     stop,
   };
 

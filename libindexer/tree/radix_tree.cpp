@@ -135,31 +135,4 @@ std::vector<std::pair<WorkerWithDpRank, std::size_t>> ConcurrentRadixTree::strea
   return out;
 }
 
-// ---- Test-only entry points (moved to tests/support/radix_tree_test_peer.h next) ----
-
-WorkerSlot ConcurrentRadixTree::slot_for_test(WorkerWithDpRank stream) { return *registry_.slot_for(stream); }
-
-ApplyResult ConcurrentRadixTree::insert_blocks_from_for_test(DirectLookup& lookup, WorkerWithDpRank stream,
-                                                             const NodeRef& start, ExternalSequenceBlockHash parent,
-                                                             std::span<const StoredBlock> blocks) {
-  ApplyResult failure;
-  WorkerLookup* worker_lookup = lookup_for(lookup, stream, failure);
-  if (worker_lookup == nullptr) return failure;
-  if (blocks.empty()) return {ApplyStatus::invalid, "no blocks"};
-  const LookupEntry* entry = worker_lookup->find(parent);
-  if (entry == nullptr) return {ApplyStatus::parent_not_found, "parent block unknown"};
-  const LookupEntry parent_entry = *entry;
-  return store_after(*worker_lookup, *worker_lookup->slot, parent_entry, parent, blocks, start);
-}
-
-ApplyResult ConcurrentRadixTree::apply_removed_group(DirectLookup& lookup, WorkerWithDpRank stream, NodeRef group_node,
-                                                     std::span<const ExternalSequenceBlockHash> hashes,
-                                                     std::uint64_t event_id) {
-  (void)event_id;  // kept for parity with the reference's signature; events carry no per-id state here
-  ApplyResult failure;
-  WorkerLookup* worker_lookup = lookup_for(lookup, stream, failure);
-  if (worker_lookup == nullptr) return failure;
-  return apply_removed(*worker_lookup, *worker_lookup->slot, hashes, group_node);
-}
-
 }  // namespace kvidx

@@ -69,13 +69,6 @@ struct ApplyResult {
 
 std::string_view to_string(ApplyStatus status);
 
-struct EdgeTopologyForTest {
-  std::vector<std::uint64_t> edge;  // local hashes
-  std::vector<EdgeTopologyForTest> children;  // sorted by first local hash
-
-  friend bool operator==(const EdgeTopologyForTest&, const EdgeTopologyForTest&) = default;
-};
-
 struct CleanupStats {
   std::size_t nodes_removed = 0;
   std::size_t blocks_removed = 0;
@@ -123,19 +116,10 @@ class ConcurrentRadixTree {
   static constexpr std::size_t kMinDeadBlocks = 65'536;
   static constexpr std::chrono::minutes kCleanupInterval{5};
 
-  // ---- Test-only introspection (names follow the reference's tests) ----
-  const RadixNode& root() const { return *root_; }
-  WorkerSlot slot_for_test(WorkerWithDpRank stream);
-  ApplyResult insert_blocks_from_for_test(DirectLookup& lookup, WorkerWithDpRank stream, const NodeRef& start,
-                                          ExternalSequenceBlockHash parent, std::span<const StoredBlock> blocks);
-  ApplyResult apply_removed_group(DirectLookup& lookup, WorkerWithDpRank stream, NodeRef group_node,
-                                  std::span<const ExternalSequenceBlockHash> hashes, std::uint64_t event_id);
-  std::vector<std::size_t> edge_lengths_for_test() const { return node_edge_lengths(); }
-  std::vector<EdgeTopologyForTest> edge_topology_for_test() const;
-  std::size_t raw_child_edge_count() const;
-  void run_cleanup_for_test() { run_cleanup(); }
-
  private:
+  // The reference's test-only entry points live on the test side (tests/support/radix_tree_test_peer.h).
+  friend class RadixTreeTestPeer;
+
   using ExclusiveLock = std::unique_lock<std::shared_mutex>;
   using SharedLock = std::shared_lock<std::shared_mutex>;
 

@@ -57,29 +57,4 @@ std::vector<std::size_t> ConcurrentRadixTree::node_edge_lengths() const {
   return lengths;
 }
 
-std::size_t ConcurrentRadixTree::raw_child_edge_count() const { return node_edge_lengths().size(); }
-
-std::vector<EdgeTopologyForTest> ConcurrentRadixTree::edge_topology_for_test() const {
-  auto build = [](const auto& self, const RadixNode& node) -> std::vector<EdgeTopologyForTest> {
-    std::vector<NodeRef> children;
-    {
-      SharedLock lock(node.mutex_);
-      for (const auto& [key, child] : node.children_.entries()) children.push_back(child);
-    }
-    std::vector<EdgeTopologyForTest> out;
-    for (const auto& child : children) {
-      EdgeTopologyForTest topology;
-      {
-        SharedLock lock(child->mutex_);
-        for (const auto& block : child->edge_) topology.edge.push_back(block.local.value);
-      }
-      topology.children = self(self, *child);
-      out.push_back(std::move(topology));
-    }
-    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.edge < b.edge; });
-    return out;
-  };
-  return build(build, *root_);
-}
-
 }  // namespace kvidx
