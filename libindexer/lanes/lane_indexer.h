@@ -247,6 +247,8 @@ class LaneIndexer {
   // Queues a barrier-like task on `lanes`; wait on the result with finish_barrier.
   std::shared_ptr<Completion> start_barrier(std::span<const LaneId> lanes, LaneTask task);
   IndexerStatus finish_barrier(Completion& completion);
+
+  // Approximate mode (lane_indexer_approximate.cpp).
   bool enqueue_synthetic(RouterEvent event);  // the pruner's sink: never waits
   void collect_expired_into_lanes();
   void kick_prune_pump();
