@@ -7,7 +7,7 @@
 // -1 (0xFF x 8) and whose payload is empty. Replies arrive as [empty, seq, payload] (older vLLM)
 // or [empty, topic, seq, payload] (newer); both are accepted.
 //
-// Ordering rules (../shared/spec/wire-format.md "Ordering, gaps and recovery rules"), with `last`
+// Ordering rules (docs/wire-format.md "Ordering, gaps and recovery rules"), with `last`
 // the seq of the last batch handed over:
 //  - seq == last + 1: convert and deliver.
 //  - seq >  last + 1: a gap of (seq - last - 1) batches. With a replay endpoint: request replay

@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "libbus/nats_url.h"
+
 namespace kvidx::bus {
 namespace {
 
@@ -16,7 +18,7 @@ void on_disconnected(natsConnection* nc, void*) {
 void on_reconnected(natsConnection* nc, void*) {
   char url[256] = {};
   natsConnection_GetConnectedUrl(nc, url, sizeof(url));
-  spdlog::info("NATS reconnected to {}", url);
+  spdlog::info("NATS reconnected to {}", redact_url(url));
 }
 void on_async_error(natsConnection*, natsSubscription*, natsStatus err, void*) {
   spdlog::warn("NATS async error: {}", natsStatus_GetText(err));
@@ -77,7 +79,7 @@ BusResult<Connection> Connection::connect(const ConnectionOptions& options) {
   }
   s = natsConnection_Connect(&conn.nc_, conn.opts_);
   if (s == NATS_NOT_YET_CONNECTED && options.retry_on_failed_connect) return conn;
-  if (s != NATS_OK) return nats_error(s, "connect to " + options.url);
+  if (s != NATS_OK) return nats_error(s, "connect to " + redact_url(options.url));
   return conn;
 }
 

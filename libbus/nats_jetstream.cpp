@@ -18,7 +18,32 @@ ConsumerState state_of(const jsConsumerInfo* info) {
   return ConsumerState{info->Delivered.Stream, info->AckFloor.Stream, info->NumPending, info->NumAckPending};
 }
 
+void on_publish_answer(jsCtx*, natsMsg* msg, jsPubAck* ack, jsPubAckErr* error, void* closure) {
+  auto* acks = static_cast<AsyncPublishAcks*>(closure);
+  if (ack != nullptr) {
+    acks->acked.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    acks->failed.fetch_add(1, std::memory_order_relaxed);
+    if (error != nullptr) {
+      std::string text = natsStatus_GetText(error->Err);
+      if (error->ErrText != nullptr && text != error->ErrText) text += std::string(": ") + error->ErrText;
+      acks->record_error(std::move(text));
+    }
+  }
+  natsMsg_Destroy(msg);  // NOTE: with an ack handler the message is ours to free
+}
+
 }  // namespace
+
+std::string AsyncPublishAcks::first_error() const {
+  std::lock_guard lock(mutex_);
+  return first_error_;
+}
+
+void AsyncPublishAcks::record_error(std::string error) {
+  std::lock_guard lock(mutex_);
+  if (first_error_.empty()) first_error_ = std::move(error);
+}
 
 JetStream& JetStream::operator=(JetStream&& other) noexcept {
   if (this != &other) {
@@ -38,6 +63,10 @@ BusResult<JetStream> JetStream::create(Connection& connection, const JetStreamOp
   jo.Wait = options.api_wait_ms;
   jo.PublishAsync.MaxPending = options.publish_async_max_pending;
   jo.PublishAsync.StallWait = options.publish_async_stall_wait_ms;
+  if (options.publish_acks != nullptr) {
+    jo.PublishAsync.AckHandler = on_publish_answer;
+    jo.PublishAsync.AckHandlerClosure = options.publish_acks;
+  }
   JetStream js;
   natsStatus s = natsConnection_JetStream(&js.js_, connection.raw(), &jo);
   if (s != NATS_OK) return nats_error(s, "natsConnection_JetStream");

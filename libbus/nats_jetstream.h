@@ -4,7 +4,9 @@
 
 #include <nats/nats.h>
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,11 +19,28 @@
 
 namespace kvidx::bus {
 
+// The server's answers to a context's async publishes, counted as they arrive (on a nats.c thread).
+// A publish is acknowledged when JetStream stored it; `failed` counts the negative answers (no
+// stream captures the subject, a stream limit, ...) and publishes that timed out waiting for one.
+struct AsyncPublishAcks {
+  std::atomic<std::uint64_t> acked{0};
+  std::atomic<std::uint64_t> failed{0};
+  std::string first_error() const;
+
+  void record_error(std::string error);
+
+ private:
+  mutable std::mutex mutex_;
+  std::string first_error_;
+};
+
 struct JetStreamOptions {
   std::int64_t api_wait_ms = 5000;
   std::int64_t publish_async_max_pending = 4000;
   // How long js_PublishAsync blocks when max pending is reached (nats.c's default 200 ms is too short).
   std::int64_t publish_async_stall_wait_ms = 5000;
+  // When set, every async publish's answer is counted there (it must outlive the context).
+  AsyncPublishAcks* publish_acks = nullptr;
 };
 
 struct StreamSpec {

@@ -15,6 +15,7 @@
 #include "libbus/metrics.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
+#include "libbus/nats_url.h"
 #include "libbus/ordered_stream_reader.h"
 #include "libbus/snapshot_store.h"
 #include "libbus/subjects.h"
@@ -835,7 +836,7 @@ struct KvidxService::Impl {
       local_open = true;
     }
     spdlog::info("kvidx serving: mode {}, {} lanes, prefix '{}', {}", config.mode == IngestMode::jetstream ? "jetstream" : "core",
-                 indexer.lane_count(), subjects.prefix(), config.nats_url);
+                 indexer.lane_count(), subjects.prefix(), redact_url(config.nats_url));
     return {};
   }
 

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
-#include <unistd.h>
 
 namespace kvidx {
 namespace {
@@ -15,8 +18,18 @@ namespace {
 class GzInput {
  public:
   explicit GzInput(const std::string& path) {
-    file_ = path == "-" ? gzdopen(dup(STDIN_FILENO), "rb") : gzopen(path.c_str(), "rb");
-    if (file_ != nullptr) gzbuffer(file_, 1 << 20);
+    const int fd = path == "-" ? dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat info {};
+    if (fstat(fd, &info) == 0 && S_ISREG(info.st_mode)) size_ = static_cast<std::uint64_t>(info.st_size);
+    file_ = gzdopen(fd, "rb");
+    if (file_ == nullptr) {
+      const int saved = errno;
+      ::close(fd);
+      errno = saved;
+      return;
+    }
+    gzbuffer(file_, 1 << 20);
   }
   ~GzInput() {
     if (file_ != nullptr) gzclose(file_);
@@ -35,18 +48,26 @@ class GzInput {
     }
     return n;
   }
+  // Bytes of the input consumed so far, as stored (compressed for gzip).
+  std::uint64_t offset() const {
+    const auto at = gzoffset(file_);
+    return at < 0 ? 0 : static_cast<std::uint64_t>(at);
+  }
+  std::uint64_t size() const { return size_; }  // 0: not a regular file
 
  private:
   gzFile file_ = nullptr;
+  std::uint64_t size_ = 0;
 };
 
 }  // namespace
 
 std::string for_each_line(const std::string& path,
                           const std::function<bool(std::uint64_t, std::string_view)>& on_line,
-                          std::uint64_t* bytes_read) {
+                          std::uint64_t* bytes_read, ReadPosition* position) {
   GzInput input(path);
   if (!input.is_open()) return fmt::format("{}: cannot open: {}", path, std::strerror(errno));
+  if (position != nullptr) *position = ReadPosition{0, input.size()};
   std::string pending;
   std::vector<char> buffer(1 << 20);
   std::uint64_t line_number = 0;
@@ -57,6 +78,7 @@ std::string for_each_line(const std::string& path,
     if (n < 0) return fmt::format("{}: read error: {}", path, error);
     if (n == 0) break;
     total += static_cast<std::uint64_t>(n);
+    if (position != nullptr) position->file_bytes = input.offset();
     std::string_view chunk(buffer.data(), static_cast<std::size_t>(n));
     while (!chunk.empty()) {
       const auto newline = chunk.find('\n');
@@ -87,11 +109,23 @@ std::string for_each_line(const std::string& path,
 
 EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy, const EventLogCallback& on_event,
                                   const DecodeLimits& limits) {
+  EventLogReadOptions options;
+  options.limits = limits;
+  return read_event_log(path, policy, on_event, options);
+}
+
+EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy, const EventLogCallback& on_event,
+                                  const EventLogReadOptions& options) {
   EventLogReadResult result;
   auto& stats = result.stats;
+  const DecodeLimits& limits = options.limits;
   std::string io_error = for_each_line(
       path,
       [&](std::uint64_t line_number, std::string_view line) {
+        if (options.stop != nullptr && options.stop->load(std::memory_order_relaxed)) {
+          result.stopped = true;
+          return false;
+        }
         if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
         if (line.find_first_not_of(" \t") == std::string_view::npos) return true;  // blank lines are ignored
         ++stats.lines;
@@ -111,9 +145,21 @@ EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy,
         on_event(std::move(decoded).value());
         return true;
       },
-      &stats.bytes);
-  if (!io_error.empty()) result.error = std::move(io_error);
+      &stats.bytes, options.position);
+  // NOTE: a signal that stopped the read may also have failed a blocking read (EINTR): that is
+  // the stop, not an I/O error.
+  if (options.stop != nullptr && options.stop->load(std::memory_order_relaxed)) result.stopped = true;
+  if (!io_error.empty() && !result.stopped) result.error = std::move(io_error);
   return result;
+}
+
+std::string check_input_file(const std::string& path) {
+  if (path == "-") return {};
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return fmt::format("{}: cannot open: {}", path, std::strerror(errno));
+  if (S_ISDIR(info.st_mode)) return fmt::format("{}: cannot read: is a directory", path);
+  if (::access(path.c_str(), R_OK) != 0) return fmt::format("{}: cannot open: {}", path, std::strerror(errno));
+  return {};
 }
 
 }  // namespace kvidx

@@ -2,6 +2,7 @@
 // (detected from the bytes, not the name), from a file or "-" for stdin. Blank lines are skipped.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -39,19 +40,41 @@ struct EventLogReadStats {
 struct EventLogReadResult {
   EventLogReadStats stats;
   std::string error;
+  bool stopped = false;  // EventLogReadOptions::stop turned true before the end of the input
   bool ok() const { return error.empty(); }
+};
+
+// How far a read is, for progress lines: bytes of the input consumed so far as stored (compressed
+// bytes for gzip) and the input's size when it is a regular file (0: unknown, e.g. a pipe).
+struct ReadPosition {
+  std::uint64_t file_bytes = 0;
+  std::uint64_t file_size = 0;
+};
+
+struct EventLogReadOptions {
+  DecodeLimits limits;
+  // Checked before every line: once true, reading stops there and the result says `stopped`.
+  const std::atomic<bool>* stop = nullptr;
+  ReadPosition* position = nullptr;  // updated after every block read from the input
 };
 
 using EventLogCallback = std::function<void(EventLogLine&&)>;
 
 EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy, const EventLogCallback& on_event,
                                   const DecodeLimits& limits = {});
+EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy, const EventLogCallback& on_event,
+                                  const EventLogReadOptions& options);
 
 // Reads any JSON Lines file line by line (plain or gzip, "-" for stdin). `on_line` gets the line
 // number (1-based) and the text without its newline; returning false stops reading.
 // Returns an error line, or empty on success.
 std::string for_each_line(const std::string& path,
                           const std::function<bool(std::uint64_t, std::string_view)>& on_line,
-                          std::uint64_t* bytes_read = nullptr);
+                          std::uint64_t* bytes_read = nullptr, ReadPosition* position = nullptr);
+
+// Checks, without opening it (a FIFO would block), that `path` names something a read can start
+// on: "-" (stdin), or an existing, readable file that is not a directory. Empty when it is,
+// otherwise one line for the user ("queries.jsonl: cannot open: No such file or directory").
+std::string check_input_file(const std::string& path);
 
 }  // namespace kvidx

@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 namespace kvidx {
 
@@ -102,6 +106,23 @@ bool EventLogWriter::close() {
   if (!sink_->close() && ok()) error_ = fmt::format("{}: close failed: {}", path_, std::strerror(errno));
   sink_.reset();
   return ok();
+}
+
+std::string check_output_file(const std::string& path) {
+  if (path == "-") return {};
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode)) return fmt::format("{}: cannot write: is a directory", path);
+    if (::access(path.c_str(), W_OK) != 0) return fmt::format("{}: cannot write: {}", path, std::strerror(errno));
+    return {};
+  }
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return fmt::format("{}: cannot create: directory {} does not exist", path, dir);
+  }
+  if (::access(dir.c_str(), W_OK) != 0) return fmt::format("{}: cannot create: {}", path, std::strerror(errno));
+  return {};
 }
 
 }  // namespace kvidx

@@ -36,4 +36,9 @@ class EventLogWriter {
   std::string buffer_;
 };
 
+// Checks, without creating anything, that an EventLogWriter could create `path`: "-" (stdout), or
+// a path whose directory exists and is writable and which is not itself a directory. Empty when
+// it could, otherwise one line for the user.
+std::string check_output_file(const std::string& path);
+
 }  // namespace kvidx

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,7 +20,14 @@ struct ReplayOptions {
   std::string events_path;
   std::size_t lanes = 2;
   BadLinePolicy bad_lines = BadLinePolicy::skip;
-  bool progress = false;  // a progress line on stderr (callers enable it only for a TTY)
+  // A progress line, rewritten in place (callers enable it only when `progress_out` is a TTY):
+  // first after `progress_after`, then every `progress_every`.
+  bool progress = false;
+  std::FILE* progress_out = stderr;
+  std::chrono::milliseconds progress_after{1000};
+  std::chrono::milliseconds progress_every{250};
+  // Once true (e.g. set by a SIGINT handler), reading stops; what was read is still applied.
+  const std::atomic<bool>* stop = nullptr;
   DecodeLimits limits;
 };
 
@@ -26,16 +36,22 @@ struct ReplaySummary {
   std::array<std::uint64_t, 3> events_by_kind{};  // indexed by EventKind
   LaneIndexerMetrics applied;                     // results as counted by the lanes
   double seconds = 0;
+  bool interrupted = false;  // `stop` ended the read early: the counts cover a prefix of the log
   std::string error;  // I/O failure, or the first bad line under BadLinePolicy::stop
 
   bool ok() const { return error.empty(); }
   double events_per_second() const { return seconds > 0 ? static_cast<double>(read.events) / seconds : 0; }
 };
 
-// Replays `options.events_path` into `indexer` and waits until every lane applied it.
+// Replays `options.events_path` into `indexer` and waits until every lane applied it (or, once
+// `options.stop` is set, what was read so far).
 ReplaySummary replay_event_log(LaneIndexer& indexer, const ReplayOptions& options);
 
-// Multi-line human summary for stderr.
+// Multi-line human summary for stderr; an interrupted replay says so on its first line.
 std::string format_replay_summary(const ReplaySummary& summary);
+
+// The progress line: "[replay] 1.20M events, 143k events/s, 212.4 MiB of 1.40 GiB read (15%),
+// ETA 1m12s" (without size and ETA when the input's size is unknown, e.g. a pipe).
+std::string format_replay_progress(std::uint64_t events, double seconds, const ReadPosition& position);
 
 }  // namespace kvidx

@@ -12,8 +12,10 @@
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/interrupt.h"
+#include "apps/kvidx/nats_flags.h"
 #include "bridge/nats_event_sink.h"
 #include "bridge/zmq_event_bridge.h"
+#include "libbus/nats_url.h"
 
 namespace kvidx::cli {
 namespace {
@@ -25,7 +27,7 @@ struct BridgeFlags {
   std::uint64_t worker_id = 0;
   std::uint32_t dp_rank = 0;
   std::uint32_t block_size = 0;
-  std::string nats_url = "nats://127.0.0.1:4222";
+  std::string nats_url;  // add_nats_option: $NATS_URL, else nats://127.0.0.1:4222
   std::string mode = "jetstream";
   std::string prefix = "kv";
   std::string stream = "KV_EVENTS";
@@ -57,8 +59,8 @@ int run_bridge(const BridgeFlags& flags) {
   sink_options.stream = flags.stream;
   auto sink = bridge::NatsEventSink::connect(sink_options);
   if (!sink) {
-    std::fprintf(stderr, "kvidx bridge: %s: %s\n", flags.nats_url.c_str(), sink.error().message.c_str());
-    return sink.error().status == NATS_NO_SERVER || sink.error().timed_out() ? kExitUnreachable : kExitFailure;
+    std::fprintf(stderr, "kvidx bridge: %s\n", connect_failure(sink.error(), flags.nats_url).c_str());
+    return exit_code_for(sink.error());
   }
   bridge::ZmqBridgeConfig config;
   config.endpoint = flags.zmq;
@@ -77,7 +79,7 @@ int run_bridge(const BridgeFlags& flags) {
     return kExitFailure;
   }
   std::fprintf(stderr, "kvidx bridge: %s%s%s -> %s (%s) as worker %llu, block size %u\n", flags.zmq.c_str(),
-               flags.replay.empty() ? "" : ", replay ", flags.replay.c_str(), flags.nats_url.c_str(),
+               flags.replay.empty() ? "" : ", replay ", flags.replay.c_str(), bus::redact_url(flags.nats_url).c_str(),
                flags.mode.c_str(), static_cast<unsigned long long>(flags.worker_id), flags.block_size);
   auto next_report = std::chrono::steady_clock::now() + std::chrono::seconds(flags.stats_interval_s);
   while (!interrupted().load()) {
@@ -105,7 +107,7 @@ void add_bridge_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--block-size", flags->block_size, "KV block size in tokens (must match the engine and router)")
       ->required()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--nats", flags->nats_url, "NATS server URL")->capture_default_str();
+  add_nats_option(*cmd, flags->nats_url);
   cmd->add_option("--mode", flags->mode, "jetstream (acked by the server) or core")
       ->check(CLI::IsMember({"jetstream", "core"}))
       ->capture_default_str();

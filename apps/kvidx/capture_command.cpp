@@ -9,14 +9,16 @@
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/interrupt.h"
+#include "apps/kvidx/nats_flags.h"
 #include "libbus/nats_connection.h"
+#include "libbus/nats_url.h"
 #include "replay/capture_writer.h"
 
 namespace kvidx::cli {
 namespace {
 
 struct CaptureFlags {
-  std::string nats_url = "nats://127.0.0.1:4222";
+  std::string nats_url;  // add_nats_option: $NATS_URL, else nats://127.0.0.1:4222
   std::string subject = "kv.events.>";
   std::string out;
   std::uint64_t max_events = 0;
@@ -38,9 +40,8 @@ int run_capture(const CaptureFlags& flags) {
   options.name = "kvidx-capture";
   auto connection = bus::Connection::connect(options);
   if (!connection) {
-    std::fprintf(stderr, "kvidx capture: cannot connect to %s: %s\n", flags.nats_url.c_str(),
-                 connection.error().message.c_str());
-    return kExitUnreachable;
+    std::fprintf(stderr, "kvidx capture: %s\n", connect_failure(connection.error(), flags.nats_url).c_str());
+    return exit_code_for(connection.error());
   }
   install_interrupt_handlers();
   auto subscription = connection.value().subscribe(flags.subject, [&capture](bus::Message message) {
@@ -49,11 +50,11 @@ int run_capture(const CaptureFlags& flags) {
   if (!subscription) {
     std::fprintf(stderr, "kvidx capture: cannot subscribe to %s: %s\n", flags.subject.c_str(),
                  subscription.error().message.c_str());
-    return kExitFailure;
+    return exit_code_for(subscription.error());
   }
   subscription.value().set_unlimited_pending();
   std::fprintf(stderr, "kvidx capture: recording %s from %s into %s (Ctrl-C to stop)\n", flags.subject.c_str(),
-               flags.nats_url.c_str(), flags.out.c_str());
+               bus::redact_url(flags.nats_url).c_str(), flags.out.c_str());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(flags.duration_s);
   while (!interrupted().load()) {
     if (flags.max_events > 0 && capture.stats().events >= flags.max_events) break;
@@ -79,7 +80,7 @@ int run_capture(const CaptureFlags& flags) {
 void add_capture_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<CaptureFlags>();
   auto* cmd = app.add_subcommand("capture", "Record live KV events from NATS into an event log");
-  cmd->add_option("--nats", flags->nats_url, "NATS server URL")->capture_default_str();
+  add_nats_option(*cmd, flags->nats_url);
   cmd->add_option("--subject", flags->subject, "Subject or wildcard to record")->capture_default_str();
   cmd->add_option("--out", flags->out, "Event log to write ('-' for stdout, .gz compresses)")->required();
   cmd->add_option("--max", flags->max_events, "Stop after N events (0: no limit)");

@@ -7,10 +7,13 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;     // runtime error (I/O, service failure)
 inline constexpr int kExitUsage = 2;       // bad flags or arguments
 inline constexpr int kExitBadInput = 3;    // bad input lines seen and --fail-on-bad given
-inline constexpr int kExitUnreachable = 4; // NATS unreachable or no reply before the timeout
+inline constexpr int kExitUnreachable = 4; // NATS unreachable, authentication refused, or no reply in time
+inline constexpr int kExitNotAcked = 5;     // publish: the server did not acknowledge every event
+inline constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM before the work was done (partial summary printed)
 
 inline constexpr const char* kExitCodesHelp =
-    "Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 bad input lines with --fail-on-bad, "
-    "4 NATS unreachable or request timed out.";
+    "Exit codes: 0 ok, 1 runtime error (also a missing or unreadable input file), 2 usage error, "
+    "3 bad input lines with --fail-on-bad, 4 NATS unreachable, authentication refused or request timed out, "
+    "5 publish: some events not acknowledged, 130 interrupted (Ctrl-C) before the work was done.";
 
 }  // namespace kvidx::cli

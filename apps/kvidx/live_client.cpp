@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "apps/kvidx/exit_codes.h"
+#include "apps/kvidx/nats_flags.h"
 #include "libbus/codec/event_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/subjects.h"
@@ -25,8 +26,8 @@ struct LiveClient::Impl {
   }
 };
 
-void add_live_flags(CLI::App& cmd, LiveFlags& flags) {
-  cmd.add_option("--nats", flags.nats_url, "URL of the NATS server a kvidx service listens on");
+void add_live_flags(CLI::App& cmd, LiveFlags& flags, bool live_needs_nats_flag) {
+  add_nats_option(cmd, flags.nats_url, live_needs_nats_flag);
   cmd.add_option("--subject-prefix", flags.prefix, "Subject prefix of that service")->capture_default_str();
   cmd.add_option("--timeout", flags.timeout_s, "Seconds to wait for a reply")->capture_default_str();
 }
@@ -46,8 +47,7 @@ std::optional<LiveClient> LiveClient::connect(const LiveFlags& flags, const char
   options.max_reconnect = 0;
   auto connection = bus::Connection::connect(options);
   if (!connection) {
-    impl->fail(exit_code, kExitUnreachable,
-               fmt::format("cannot connect to {}: {}", flags.nats_url, connection.error().message));
+    impl->fail(exit_code, exit_code_for(connection.error()), connect_failure(connection.error(), flags.nats_url));
     return std::nullopt;
   }
   impl->connection = std::move(connection).value();

@@ -22,8 +22,10 @@ struct LiveFlags {
   double timeout_s = 5;
 };
 
-// Adds --nats (optional), --subject-prefix, --timeout.
-void add_live_flags(CLI::App& cmd, LiveFlags& flags);
+// Adds --nats, --subject-prefix, --timeout. `live_needs_nats_flag` (dump, stats): --nats picks the
+// live mode over --events, so nats_url stays empty unless it is given ('--nats' alone: the default
+// URL); otherwise nats_url starts as the default URL ($NATS_URL, else nats://127.0.0.1:4222).
+void add_live_flags(CLI::App& cmd, LiveFlags& flags, bool live_needs_nats_flag = false);
 
 class LiveClient {
  public:
@@ -31,7 +33,7 @@ class LiveClient {
   LiveClient(LiveClient&&) noexcept;
   LiveClient& operator=(LiveClient&&) noexcept;
 
-  // Connects; on failure prints why and sets exit_code (kExitUnreachable).
+  // Connects; on failure prints why and sets exit_code (kExitUnreachable: down, refused or timed out).
   static std::optional<LiveClient> connect(const LiveFlags& flags, const char* command, int& exit_code);
 
   // One request/reply on <prefix>.<suffix> ("query.scores", "admin.stats", ...); the reply body,

@@ -21,17 +21,26 @@ void add_offline_flags(CLI::App& cmd, OfflineFlags& flags, bool events_required)
 
 OfflineIndex build_offline_index(const OfflineFlags& flags, const char* command) {
   OfflineIndex out;
+  if (const std::string unreadable = check_input_file(flags.events); !unreadable.empty()) {
+    std::fprintf(stderr, "kvidx %s: %s\n", command, unreadable.c_str());
+    out.exit_code = kExitFailure;
+    return out;
+  }
   out.indexer = std::make_unique<LaneIndexer>(flags.lanes);
   ReplayOptions options;
   options.events_path = flags.events;
   options.lanes = flags.lanes;
   options.bad_lines = flags.strict ? BadLinePolicy::stop : BadLinePolicy::skip;
   options.progress = !flags.quiet && isatty(STDERR_FILENO) != 0;
+  options.stop = flags.stop;
   out.summary = replay_event_log(*out.indexer, options);
   // A log that could not be opened has nothing to summarise: the one-line error says it all.
   const bool nothing_read = !out.summary.ok() && out.summary.read.lines == 0;
   if (!flags.quiet && !nothing_read) std::fputs(format_replay_summary(out.summary).c_str(), stderr);
-  if (!out.summary.ok()) {
+  if (out.summary.interrupted && out.summary.ok()) {
+    std::fprintf(stderr, "kvidx %s: interrupted: the index holds only the events read so far\n", command);
+    out.exit_code = kExitInterrupted;
+  } else if (!out.summary.ok()) {
     std::fprintf(stderr, "kvidx %s: %s\n", command, out.summary.error.c_str());
     out.exit_code = flags.strict && out.summary.read.bad_lines > 0 ? kExitBadInput : kExitFailure;
   } else if (flags.fail_on_bad && out.summary.read.bad_lines > 0) {

@@ -2,6 +2,7 @@
 // print the summary on stderr and decide the exit code for bad lines.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,7 @@ struct OfflineFlags {
   bool strict = false;
   bool fail_on_bad = false;
   bool quiet = false;
+  const std::atomic<bool>* stop = nullptr;  // set: a SIGINT/SIGTERM ends the read (exit code 130)
 };
 
 // Adds --events (required unless `events_optional`), --lanes, --strict, --fail-on-bad.
@@ -28,9 +30,10 @@ void add_offline_flags(CLI::App& cmd, OfflineFlags& flags, bool events_required)
 struct OfflineIndex {
   std::unique_ptr<LaneIndexer> indexer;
   ReplaySummary summary;
-  int exit_code = 0;  // non-zero: stop and return it (error already printed)
+  int exit_code = 0;  // non-zero: stop and return it (error already printed); 3 may go on
 };
 
+// Checks that --events names a readable input (before any other work), then replays it.
 OfflineIndex build_offline_index(const OfflineFlags& flags, const char* command);
 
 }  // namespace kvidx::cli

@@ -6,6 +6,7 @@
 
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
+#include "apps/kvidx/interrupt.h"
 #include "apps/kvidx/offline_index.h"
 #include "replay/event_log_writer.h"
 #include "replay/score_query_file.h"
@@ -29,7 +30,12 @@ int answer_queries(const ReplayFlags& flags, const LaneIndexer& indexer) {
   }
   std::uint64_t answered = 0;
   std::string bad;
+  bool stopped = false;
   const std::string io_error = for_each_line(flags.queries, [&](std::uint64_t line_number, std::string_view line) {
+    if (interrupted().load()) {
+      stopped = true;
+      return false;
+    }
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) return true;
     auto query = decode_score_query_line(line);
     if (!query.ok()) {
@@ -40,9 +46,16 @@ int answer_queries(const ReplayFlags& flags, const LaneIndexer& indexer) {
     ++answered;
     return true;
   });
+  stopped = stopped || interrupted().load();
   const bool closed = out.close();
-  std::fprintf(stderr, "replay: %llu queries answered\n", static_cast<unsigned long long>(answered));
-  if (!io_error.empty() || !bad.empty() || !closed) {
+  std::fprintf(stderr, "replay: %s%llu queries answered%s\n", stopped ? "INTERRUPTED after " : "",
+               static_cast<unsigned long long>(answered), stopped ? " (partial: the rest were not read)" : "");
+  if (stopped && bad.empty() && closed) {
+    std::fprintf(stderr, "kvidx replay: interrupted: %s holds the answers to the first %llu queries only\n",
+                 flags.scores_out.c_str(), static_cast<unsigned long long>(answered));
+    return kExitInterrupted;
+  }
+  if ((!io_error.empty() && !stopped) || !bad.empty() || !closed) {
     std::fprintf(stderr, "kvidx replay: %s\n", !io_error.empty() ? io_error.c_str() : !bad.empty() ? bad.c_str() : out.error().c_str());
     return !bad.empty() ? kExitBadInput : kExitFailure;
   }
@@ -65,7 +78,35 @@ int write_snapshot(const std::string& path, LaneIndexer& indexer) {
   return kExitOk;
 }
 
-int run_replay(const ReplayFlags& flags) {
+// Every file named on the command line, before any work: a missing --queries file must not cost
+// the user a full replay first. Returns the exit code (0: all usable).
+int check_files(const ReplayFlags& flags) {
+  if (flags.offline.events == "-" && flags.queries == "-") {
+    std::fprintf(stderr, "kvidx replay: --events and --queries cannot both be '-' (stdin)\n");
+    return kExitUsage;
+  }
+  for (const std::string& input : {flags.offline.events, flags.queries}) {
+    if (input.empty()) continue;
+    if (const std::string error = check_input_file(input); !error.empty()) {
+      std::fprintf(stderr, "kvidx replay: %s\n", error.c_str());
+      return kExitFailure;
+    }
+  }
+  for (const std::string& output : {flags.queries.empty() ? std::string() : flags.scores_out, flags.snapshot_out}) {
+    if (output.empty()) continue;
+    if (const std::string error = check_output_file(output); !error.empty()) {
+      std::fprintf(stderr, "kvidx replay: %s\n", error.c_str());
+      return kExitFailure;
+    }
+  }
+  return kExitOk;
+}
+
+int run_replay(ReplayFlags& flags) {
+  if (const int rc = check_files(flags); rc != kExitOk) return rc;
+  // NOTE: Ctrl-C stops reading; what was read is applied and summarised (exit 130).
+  install_interrupt_handlers();
+  flags.offline.stop = &interrupted();
   auto built = build_offline_index(flags.offline, "replay");
   if (built.exit_code != kExitOk && built.exit_code != kExitBadInput) return built.exit_code;
   int code = built.exit_code;
@@ -94,7 +135,9 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->footer(
       "Example: kvidx replay --events captured.jsonl.gz --queries queries.jsonl --scores-out scores.jsonl\n"
-      "Scores list only workers with score > 0, sorted by (worker_id, dp_rank), one line per query in order.");
+      "Scores list only workers with score > 0, sorted by (worker_id, dp_rank), one line per query in order.\n"
+      "Every file is checked before the log is read. On a terminal a progress line shows events/s, bytes read and\n"
+      "the ETA. Ctrl-C stops reading, applies what was read, prints that partial summary and exits 130.");
   cmd->callback([flags, &exit_code] { exit_code = run_replay(*flags); });
 }
 

@@ -12,6 +12,7 @@
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/live_client.h"
+#include "replay/event_log_reader.h"
 
 namespace kvidx::cli {
 namespace {
@@ -28,6 +29,7 @@ struct ScoreFlags {
 
 // Token ids from a file: a JSON array, or numbers separated by whitespace or commas.
 bool read_tokens(const std::string& path, std::vector<std::uint32_t>& tokens, std::string& error) {
+  if (error = check_input_file(path); !error.empty()) return false;
   std::ifstream in(path);
   if (!in) {
     error = path + ": cannot open";
@@ -62,7 +64,7 @@ int run_score(const ScoreFlags& flags) {
     std::string error;
     if (!read_tokens(flags.tokens_file, tokens, error)) {
       std::fprintf(stderr, "kvidx score: %s\n", error.c_str());
-      return kExitUsage;
+      return kExitFailure;  // like every missing or unreadable input file
     }
     request = {{"token_ids", tokens}, {"block_size", flags.block_size}};
     if (!flags.lora_name.empty()) request["lora_name"] = flags.lora_name;
@@ -86,7 +88,6 @@ void add_score_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<ScoreFlags>();
   auto* cmd = app.add_subcommand("score", "Ask a running kvidx for overlap scores of a block sequence");
   add_live_flags(*cmd, flags->live);
-  cmd->get_option("--nats")->required();
   auto* hashes = cmd->add_option("--hashes", flags->hashes, "Local block hashes, comma separated")->delimiter(',');
   auto* tokens = cmd->add_option("--tokens-file", flags->tokens_file, "Token ids (JSON array or whitespace separated)");
   cmd->add_option("--block-size", flags->block_size, "Tokens per block (with --tokens-file)")->check(CLI::Range(1u, 1u << 20));

@@ -16,18 +16,21 @@
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/interrupt.h"
+#include "apps/kvidx/nats_flags.h"
 #include "bridge/in_process_bridges.h"
 #include "bridge/zmq_source_spec.h"
 #include "libbus/http_server.h"
+#include "libbus/nats_url.h"
 #include "libbus/service.h"
 #include "libindexer/lanes/prune_config.h"
 #include "libbus/subjects.h"
+#include "replay/event_log_reader.h"
 
 namespace kvidx::cli {
 namespace {
 
 struct ServeFlags {
-  std::string nats = "nats://127.0.0.1:4222";
+  std::string nats;  // add_nats_option: $NATS_URL, else nats://127.0.0.1:4222
   std::string mode = "jetstream";
   std::size_t lanes = 4;
   std::string subject_prefix = "kv";
@@ -203,7 +206,7 @@ int run_serve(const ServeFlags& flags) {
     std::printf("config ok: nats %s, mode %s, %zu lanes, prefix '%s', durable '%s', metrics %s, "
                 "max message bytes %zu, max blocks per event %zu, max events per message %zu, max query hashes %zu, "
                 "%zu zmq sources\n",
-                config.nats_url.c_str(), flags.mode.c_str(), config.lanes, config.subject_prefix.c_str(),
+                bus::redact_url(config.nats_url).c_str(), flags.mode.c_str(), config.lanes, config.subject_prefix.c_str(),
                 config.durable.c_str(), flags.metrics.c_str(), config.limits.max_message_bytes,
                 config.limits.max_blocks_per_event, config.limits.max_events_per_batch, config.query_limits.max_hashes,
                 zmq_sources.size());
@@ -236,8 +239,8 @@ int run_serve(const ServeFlags& flags) {
   }
 
   if (auto started = service.start(); !started.ok()) {
-    std::fprintf(stderr, "kvidx: error: %s\n", started.error().message.c_str());
-    return started.error().status == NATS_NO_SERVER ? kExitUnreachable : kExitFailure;
+    std::fprintf(stderr, "kvidx serve: %s\n", connect_failure(started.error(), config.nats_url).c_str());
+    return exit_code_for(started.error());
   }
   // NOTE: the bridges start once the service runs (it refuses local events before) and stop before
   // it does, so every batch they converted is dispatched before the lanes drain and the snapshot.
@@ -274,7 +277,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<ServeFlags>();
   auto* cmd = app.add_subcommand("serve", "Consume KV events from NATS, keep the index, answer score queries");
   cmd->add_option("--config", flags->config_file, "Read serve flags from a TOML/INI file (keys: the long flags)");
-  cmd->add_option("--nats", flags->nats, "NATS server URL")->capture_default_str();
+  add_nats_option(*cmd, flags->nats);
   cmd->add_option("--mode", flags->mode, "jetstream (durable, acked after apply) or core (best effort)")
       ->capture_default_str();
   cmd->add_option("--lanes", flags->lanes, "Lane threads applying events")->capture_default_str()->check(CLI::Range(1, 256));
@@ -330,7 +333,15 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       "    --zmq 'tcp://10.0.0.5:5557,worker=3,block-size=16,replay=tcp://10.0.0.5:5558' \\\n"
       "    --zmq 'tcp://10.0.0.6:5557,worker=4,block-size=16,eagle'");
   cmd->callback([cmd, flags, &exit_code] {
-    if (!flags->config_file.empty()) apply_config_file(*cmd, flags->config_file);
+    if (!flags->config_file.empty()) {
+      // A missing config file is a missing input file (1), like everywhere else; bad content is a usage error.
+      if (const std::string unreadable = check_input_file(flags->config_file); !unreadable.empty()) {
+        std::fprintf(stderr, "kvidx serve: %s\n", unreadable.c_str());
+        exit_code = kExitFailure;
+        return;
+      }
+      apply_config_file(*cmd, flags->config_file);
+    }
     exit_code = run_serve(*flags);
   });
 }

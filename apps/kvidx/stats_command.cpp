@@ -9,6 +9,7 @@
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/live_client.h"
+#include "apps/kvidx/nats_flags.h"
 #include "apps/kvidx/offline_index.h"
 #include "replay/dump_view.h"
 
@@ -90,17 +91,18 @@ int run_offline(StatsFlags& flags) {
 void add_stats_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<StatsFlags>();
   auto* cmd = app.add_subcommand("stats", "Workers, ranks, blocks, nodes and event counts (live or from a log)");
-  add_live_flags(*cmd, flags->live);
+  add_live_flags(*cmd, flags->live, /*live_needs_nats_flag=*/true);
   add_offline_flags(*cmd, flags->offline, false);
   cmd->get_option("--nats")->excludes("--events");
   cmd->get_option("--events")->excludes("--nats");
   cmd->footer(
-      "Exactly one of --nats or --events. Prints one JSON object.\n"
+      "Exactly one of --nats [URL] or --events. Prints one JSON object.\n"
       "Examples: kvidx stats --nats nats://127.0.0.1:4222 | jq .blocks\n"
       "          kvidx stats --events captured.jsonl.gz");
   cmd->callback([flags, &exit_code] {
     if (flags->live.nats_url.empty() && flags->offline.events.empty()) {
-      std::fprintf(stderr, "kvidx stats: give --nats URL (live) or --events FILE (offline)\n");
+      std::fprintf(stderr, "kvidx stats: give --nats [URL] (live; URL defaults to $NATS_URL, else %s) or --events FILE "
+                           "(offline)\n", kDefaultNatsUrl);
       exit_code = kExitUsage;
       return;
     }

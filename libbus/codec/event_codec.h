@@ -1,4 +1,4 @@
-// RouterEvent JSON in Dynamo's serde shape (../shared/spec/wire-format.md), strictly validated.
+// RouterEvent JSON in Dynamo's serde shape (docs/wire-format.md), strictly validated.
 // nlohmann/json stays inside the .cpp files so including this header stays cheap.
 #pragma once
 

@@ -3,7 +3,7 @@
 // Plain state machine: no I/O, no locking (the caller serialises calls per stream; kvidx's ingest
 // calls it from the single thread that dispatches events to lanes, so order is the bus order).
 //
-// Rules (../shared/spec/wire-format.md "Ordering, gaps and recovery"):
+// Rules (docs/wire-format.md "Ordering, gaps and recovery"):
 //  - first event of a stream: apply, whatever its id (watermark becomes that id);
 //  - id == watermark + 1: apply;
 //  - id <= watermark: duplicate (e.g. JetStream redelivery) -> skip, idempotently;

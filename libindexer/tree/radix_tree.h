@@ -55,7 +55,9 @@ namespace kvidx {
 enum class ApplyStatus : std::uint8_t {
   ok,
   parent_not_found,  // Stored whose parent the stream does not hold: nothing was applied
-  block_not_found,   // Removed naming blocks the stream never stored: the others were applied
+  block_not_found,   // Removed naming blocks the stream never stored (or already named removed, or
+                     // cleared since): the others were applied. A block dropped by an earlier cut of
+                     // an ancestor and not named yet is known: naming it is ok.
   invalid,           // malformed event (e.g. Stored without blocks): nothing was applied
 };
 

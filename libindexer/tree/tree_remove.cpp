@@ -32,7 +32,10 @@ ApplyResult ConcurrentRadixTree::apply_removed(WorkerLookup& lookup, WorkerSlot 
   for (const auto hash : hashes) {
     const LookupEntry* entry = lookup.find(hash);
     if (entry == nullptr) {
-      ++unknown;
+      // NOTE: a block an earlier cut dropped counts as known whether that cut scrubbed its entry
+      // (dropped mark) or left it stale (below): which one depends on other streams' splits, the
+      // result must not (WorkerLookup).
+      if (!lookup.was_dropped(hash)) ++unknown;
       continue;
     }
     const LookupEntry recorded = *entry;
@@ -52,7 +55,7 @@ ApplyResult ConcurrentRadixTree::apply_removed(WorkerLookup& lookup, WorkerSlot 
     std::optional<LockedBlock> held = locate_held_block(slot, std::move(target.node), target.hash, target.depth);
     if (held) cut_locked(&lookup, slot, *held);
   }
-  for (const auto hash : hashes) lookup.erase(hash);
+  for (const auto hash : hashes) lookup.forget(hash);
   if (unknown > 0) {
     return {ApplyStatus::block_not_found,
             std::to_string(unknown) + " of " + std::to_string(hashes.size()) + " removed blocks unknown"};
@@ -68,7 +71,7 @@ void ConcurrentRadixTree::cut_locked(WorkerLookup* lookup, WorkerSlot slot, Lock
   n.coverage_.set(slot, position);
   registry_.add_blocks(slot, -static_cast<std::int64_t>(before - position));
   if (lookup != nullptr) {
-    for (std::uint32_t i = position; i < before; ++i) lookup->erase(n.edge_[i].external);
+    for (std::uint32_t i = position; i < before; ++i) lookup->scrub_dropped(n.edge_[i].external);
   }
   if (n.coverage_.empty()) note_coverage_lost(n);
   if (before < n.edge_length()) return;  // a partial holder holds nothing below (prefix closure)

@@ -14,6 +14,7 @@ ApplyResult ConcurrentRadixTree::apply_stored(WorkerLookup& lookup, WorkerSlot s
   if (!data.parent_hash) return store_from_root(lookup, slot, data.blocks);
   const LookupEntry* entry = lookup.find(*data.parent_hash);
   if (entry == nullptr) {
+    lookup.forget(*data.parent_hash);  // like a stale entry below: a dropped mark goes with the rejection
     return {ApplyStatus::parent_not_found, "parent block " + std::to_string(data.parent_hash->value) + " unknown"};
   }
   // NOTE: copied because storing may rehash the lookup and move the entry.
@@ -28,7 +29,7 @@ ApplyResult ConcurrentRadixTree::store_after(WorkerLookup& lookup, WorkerSlot sl
   if (!held && start != parent_entry.node) held = locate_held_block(slot, parent_entry.node, parent, parent_entry.depth);
   if (!held) {
     // The entry outlived the block (cut below a removed ancestor): scrub it with the rejection.
-    lookup.erase(parent);
+    lookup.forget(parent);
     return {ApplyStatus::parent_not_found, "parent block " + std::to_string(parent.value) + " not held"};
   }
   if (held->node != parent_entry.node) lookup.insert_or_assign(parent, held->node, parent_entry.depth);

@@ -27,6 +27,7 @@ void WorkerLookup::rehash(std::size_t new_capacity) {
 
 void WorkerLookup::insert_or_assign(ExternalSequenceBlockHash hash, const NodeRef& node, std::uint32_t depth) {
   // Keep the load factor at or below 3/4 so probe runs stay short.
+  if (!dropped_.empty()) dropped_.erase(hash.value);  // stored again: held, no longer dropped
   if ((size_ + 1) * 4 > buckets_.size() * 3) rehash(buckets_.empty() ? 16 : buckets_.size() * 2);
   const std::size_t mask = buckets_.size() - 1;
   for (std::size_t i = home(hash.value);; i = (i + 1) & mask) {
@@ -74,6 +75,7 @@ bool WorkerLookup::erase(ExternalSequenceBlockHash hash) {
 void WorkerLookup::clear() {
   buckets_.clear();
   size_ = 0;
+  dropped_.clear();
 }
 
 }  // namespace kvidx

@@ -3,11 +3,20 @@
 // threads). Entries go stale when another stream's split moves a block into a suffix node; the
 // tree repairs them when used (the node's continuation leads to the block, the depth pins its
 // position). Open addressing with linear probing: no allocation per entry.
+//
+// Besides the entries it remembers the blocks a cut dropped whose entries the cut scrubbed before
+// the stream named them ("dropped" marks). Whether a dropped block's entry is scrubbed (it shared
+// the cut node's edge) or left stale (it sat on a node below) depends on where other streams'
+// splits put node boundaries; "has an entry or a dropped mark" does not: it holds exactly the
+// blocks the stream stored and has not since named in a Removed, cleared, or named as the parent
+// of a rejected Stored. Removed results are decided on that, so they follow the stream's own
+// history only (ConcurrentRadixTree::apply_removed).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "libindexer/protocol.h"
@@ -31,7 +40,19 @@ class WorkerLookup {
   // block then costs no reference-count traffic on a node other lanes are touching too.
   void insert_or_assign(ExternalSequenceBlockHash hash, const NodeRef& node, std::uint32_t depth);
   bool erase(ExternalSequenceBlockHash hash);
-  void clear();
+  void clear();  // entries and dropped marks
+
+  // A cut dropped the block: its entry goes, a dropped mark stays until the stream names it.
+  void scrub_dropped(ExternalSequenceBlockHash hash) {
+    if (erase(hash)) dropped_.insert(hash.value);
+  }
+  bool was_dropped(ExternalSequenceBlockHash hash) const { return dropped_.contains(hash.value); }
+  // The stream named the block (Removed, or parent of a rejected Stored): entry and mark go.
+  void forget(ExternalSequenceBlockHash hash) {
+    erase(hash);
+    if (!dropped_.empty()) dropped_.erase(hash.value);
+  }
+  std::size_t dropped_size() const { return dropped_.size(); }
 
   template <typename Visit>  // Visit(ExternalSequenceBlockHash, const LookupEntry&)
   void for_each(Visit&& visit) const {
@@ -60,6 +81,8 @@ class WorkerLookup {
 
   std::vector<Bucket> buckets_;
   std::size_t size_ = 0;
+  // NOTE: a node-based set is fine here: marks appear only for blocks cut without being named.
+  std::unordered_set<std::uint64_t> dropped_;
 };
 
 // The per-lane map of every stream's lookup that ConcurrentRadixTree::apply_event works on.

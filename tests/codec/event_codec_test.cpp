@@ -11,7 +11,7 @@ using nlohmann::json;
 
 namespace {
 
-// The literal examples of ../shared/spec/wire-format.md.
+// The literal examples of docs/wire-format.md.
 constexpr const char* kSpecFull =
     R"({"worker_id": 7, "storage_tier": "device", "event": {"event_id": 42, "data": {"stored": {"parent_hash": 16740963408272063728, "start_position": 2, "blocks": [{"block_hash": 5417695437591212399, "tokens_hash": 3}]}}, "dp_rank": 1}})";
 constexpr const char* kSpecStored =

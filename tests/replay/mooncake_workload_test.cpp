@@ -11,7 +11,7 @@ namespace {
 std::vector<MooncakeRequest> load_trace(const char* name, std::size_t max_requests) {
   std::vector<MooncakeRequest> trace;
   std::string error;
-  REQUIRE_MESSAGE(load_mooncake_trace(std::string(KVIDX_SOURCE_DIR) + "/../shared/traces/" + name, trace, error), error);
+  REQUIRE_MESSAGE(load_mooncake_trace(std::string(KVIDX_SOURCE_DIR) + "/tests/data/traces/" + name, trace, error), error);
   if (trace.size() > max_requests) trace.resize(max_requests);
   return trace;
 }

@@ -56,7 +56,7 @@ struct Options {
   double query_rate = 50;
   std::uint64_t max_events = 0;  // 0: rate x duration
   double checkpoint_s = 30;
-  std::string trace = std::string(KVIDX_SOURCE_DIR) + "/../shared/traces/mooncake_conversation_trace.jsonl";
+  std::string trace = std::string(KVIDX_SOURCE_DIR) + "/tests/data/traces/mooncake_conversation_trace.jsonl";
   std::size_t lanes = 2;
   std::size_t workers = 8;
   std::size_t capacity = 512;

@@ -61,7 +61,7 @@ int find_free_port() {
   return ntohs(addr.sin_port);
 }
 
-NatsServer::NatsServer() {
+NatsServer::NatsServer(std::vector<std::string> extra_args) : extra_args_(std::move(extra_args)) {
   std::string templ = (std::filesystem::temp_directory_path() / "kvidx-nats-XXXXXX").string();
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
@@ -97,6 +97,7 @@ void NatsServer::start() {
   const std::string port = std::to_string(port_);
   std::vector<std::string> args = {"nats-server", "-js", "-a", "127.0.0.1", "-p", port,
                                    "-sd", store_dir_, "-l", log_file_};
+  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

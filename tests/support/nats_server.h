@@ -7,13 +7,15 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 namespace kvidx::testing {
 
 class NatsServer {
  public:
   // Starts the server; throws std::runtime_error when it cannot start or is not ready in time.
-  NatsServer();
+  // `extra_args` go to nats-server after the fixture's own (e.g. {"--user", "u", "--pass", "p"}).
+  explicit NatsServer(std::vector<std::string> extra_args = {});
   ~NatsServer();
   NatsServer(const NatsServer&) = delete;
   NatsServer& operator=(const NatsServer&) = delete;
@@ -32,6 +34,7 @@ class NatsServer {
   void start();
   void signal_and_wait(int signo);
 
+  std::vector<std::string> extra_args_;
   int port_ = 0;
   pid_t pid_ = -1;
   std::string dir_;        // mkdtemp root, removed by the destructor
