@@ -1,6 +1,6 @@
 #include "bridge/router_event_sink.h"
 
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 
 namespace kvidx::bridge {
 

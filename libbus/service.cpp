@@ -30,9 +30,9 @@
 #include "libbus/snapshot_store.h"
 #include "libbus/subjects.h"
 #include "libindexer/hashing.h"
-#include "libindexer/active_load.h"
-#include "libindexer/lane_indexer.h"
-#include "libindexer/stream_sequencer.h"
+#include "libindexer/load/active_load.h"
+#include "libindexer/lanes/lane_indexer.h"
+#include "libindexer/intake/stream_sequencer.h"
 
 namespace kvidx::bus {
 namespace {

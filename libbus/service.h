@@ -37,7 +37,7 @@
 #include "libbus/codec/event_codec.h"
 #include "libbus/codec/query_codec.h"
 #include "libbus/nats_error.h"
-#include "libindexer/prune_config.h"
+#include "libindexer/lanes/prune_config.h"
 
 namespace kvidx {
 class LaneIndexer;

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "replay/event_log_reader.h"
 
 namespace kvidx {

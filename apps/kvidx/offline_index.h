@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "replay/offline_replay.h"
 
 namespace CLI {

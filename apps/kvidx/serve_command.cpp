@@ -23,7 +23,7 @@
 #include "libbus/nats_url.h"
 #include "libbus/metrics.h"
 #include "libbus/service.h"
-#include "libindexer/prune_config.h"
+#include "libindexer/lanes/prune_config.h"
 #include "libbus/subjects.h"
 #include "replay/event_log_reader.h"
 

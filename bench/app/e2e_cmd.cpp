@@ -18,7 +18,7 @@
 #include "libbus/nats_jetstream.h"
 #include "libbus/nats_pull_consumer.h"
 #include "libbus/service.h"
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/nats_server.h"
 
 namespace kvidx::bench {

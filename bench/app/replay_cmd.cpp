@@ -8,7 +8,7 @@
 
 #include "bench/app/commands.h"
 #include "bench/common/report.h"
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "replay/event_log_reader.h"
 #include "replay/event_log_writer.h"
 #include "replay/mooncake_workload.h"

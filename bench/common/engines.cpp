@@ -8,7 +8,7 @@
 
 #include "bench/baselines/flat_hash_index.h"
 #include "bench/baselines/mutex_radix_tree.h"
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 
 namespace kvidx::bench {
 

@@ -14,7 +14,7 @@
 #include "bench/common/workloads.h"
 #include "libbus/codec/event_codec.h"
 #include "libindexer/hashing.h"
-#include "libindexer/radix_tree.h"
+#include "libindexer/tree/radix_tree.h"
 
 namespace {
 

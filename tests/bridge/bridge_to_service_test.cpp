@@ -11,7 +11,7 @@
 #include "libbus/nats_jetstream.h"
 #include "libbus/service.h"
 #include "libindexer/hashing.h"
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "tests/bridge/expected_router_event.h"
 #include "tests/bridge/fake_vllm_engine.h"
 #include "tests/support/nats_server.h"

@@ -17,7 +17,7 @@
 #include "libbus/nats_connection.h"
 #include "libbus/service.h"
 #include "libindexer/hashing.h"
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "tests/bridge/expected_router_event.h"
 #include "tests/bridge/fake_vllm_engine.h"
 #include "tests/support/event_builders.h"

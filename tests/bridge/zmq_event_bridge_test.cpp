@@ -9,8 +9,8 @@
 #include "bridge/router_event_sink.h"
 #include "bridge/zmq_event_bridge.h"
 #include "libindexer/hashing.h"
-#include "libindexer/lane_indexer.h"
-#include "libindexer/stream_sequencer.h"
+#include "libindexer/intake/stream_sequencer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "tests/bridge/fake_vllm_engine.h"
 #include "tests/support/wait_until.h"
 

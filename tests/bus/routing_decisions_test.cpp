@@ -9,7 +9,7 @@
 
 #include "libbus/nats_connection.h"
 #include "libbus/service.h"
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/nats_server.h"
 

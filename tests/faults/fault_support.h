@@ -24,7 +24,7 @@
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
 #include "libbus/subjects.h"
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/child_process.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/event_histories.h"

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "libindexer/active_load.h"
+#include "libindexer/load/active_load.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "libindexer/block_tracker.h"
+#include "libindexer/load/block_tracker.h"
 
 namespace kvidx {
 

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/tree_assertions.h"
 

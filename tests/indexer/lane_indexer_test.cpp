@@ -7,8 +7,11 @@
 #include <numeric>
 #include <vector>
 
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
+#include "libindexer/lanes/lane_observation.h"
 #include "tests/support/event_builders.h"
+#include "tests/support/lane_indexer_test_peer.h"
+#include "tests/support/radix_tree_test_peer.h"
 #include "tests/support/tree_assertions.h"
 
 using namespace kvidx;
@@ -118,7 +121,7 @@ TEST_CASE("test_extends_decode_tail_in_place") {
   flush_and_settle(index);
 
   assert_score(index, {1, 2, 3, 4, 5, 6}, worker0, 6);
-  CHECK(index.tree().raw_child_edge_count() == 1);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 1);
   CHECK(snapshot_tree(index) == std::vector{make_store_event(0, {1, 2, 3, 4, 5, 6})});
 }
 
@@ -134,14 +137,14 @@ TEST_CASE("test_extension_downgrade_can_split_later") {
   apply(index, make_store_event_with_parent(1, {1, 2, 3}, {4, 5, 6}));
   flush_and_settle(index);
 
-  CHECK(index.tree().raw_child_edge_count() == 1);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 1);
   assert_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
   assert_score(index, {1, 2, 3, 4, 5, 6}, worker2, 3);
 
   apply(index, make_store_event_with_parent(2, {1, 2, 3}, {7, 8}));
   flush_and_settle(index);
 
-  CHECK(index.tree().raw_child_edge_count() == 3);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 3);
   assert_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
   assert_score(index, {1, 2, 3, 4, 5, 6}, worker2, 3);
   assert_score(index, {1, 2, 3, 7, 8}, worker1, 3);
@@ -163,24 +166,24 @@ TEST_CASE("test_reuses_prefix_suffix_and_extends_to_nine") {
 
   apply(index, make_store_event(1, {1, 2, 3, 4, 5, 6}));
   flush_and_settle(index);
-  CHECK(index.tree().raw_child_edge_count() == 1);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 1);
   assert_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
 
   apply(index, make_store_event(2, {1, 2, 3}));
   flush_and_settle(index);
-  CHECK(index.tree().raw_child_edge_count() == 1);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 1);
   assert_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
   assert_score(index, {1, 2, 3, 4, 5, 6}, worker2, 3);
 
   apply(index, make_store_event_with_parent(2, {1, 2, 3}, {4, 5, 6}));
   flush_and_settle(index);
-  CHECK(index.tree().raw_child_edge_count() == 1);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 1);
   assert_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
   assert_score(index, {1, 2, 3, 4, 5, 6}, worker2, 6);
 
   apply(index, make_store_event_with_parent(2, {1, 2, 3, 4, 5, 6}, {7, 8, 9}));
   flush_and_settle(index);
-  CHECK(index.tree().raw_child_edge_count() == 1);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 1);
   assert_score(index, {1, 2, 3, 4, 5, 6, 7, 8, 9}, worker1, 6);
   assert_score(index, {1, 2, 3, 4, 5, 6, 7, 8, 9}, worker2, 9);
 
@@ -203,13 +206,13 @@ TEST_CASE("test_reuses_internal_suffix_and_extends_leaf_without_split") {
   apply(index, make_store_event(1, one_to_35));
   apply(index, make_store_event(2, one_to_10));
   flush_and_settle(index);
-  CHECK(index.tree().raw_child_edge_count() == 1);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 1);
   assert_score(index, one_to_40, worker1, 35);
   assert_score(index, one_to_40, worker2, 10);
 
   apply(index, make_store_event_with_parent(2, one_to_10, eleven_to_40));
   flush_and_settle(index);
-  CHECK(index.tree().raw_child_edge_count() == 1);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 1);
   assert_score(index, one_to_40, worker1, 35);
   assert_score(index, one_to_40, worker2, 40);
 
@@ -266,11 +269,11 @@ TEST_CASE("test_cleanup_prunes_dead_children_under_live_prefix") {
 
   const std::vector expected_snapshot{make_store_event(0, {1, 2, 3})};
   CHECK(snapshot_tree(index) == expected_snapshot);
-  CHECK(index.tree().raw_child_edge_count() == 3);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 3);
 
-  index.tree().run_cleanup_for_test();
+  RadixTreeTestPeer::run_cleanup_for_test(index.tree());
 
-  CHECK(index.tree().raw_child_edge_count() == 1);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 1);
   CHECK(snapshot_tree(index) == std::vector{make_store_event(0, {1, 2, 3})});
   assert_score(index, {1, 2, 3}, worker(0), 3);
 }
@@ -286,7 +289,7 @@ TEST_CASE("test_cleanup_does_not_reopen_internal_node_for_extension") {
   apply(index, make_remove_event_with_parent(0, {1, 2, 3}, {4, 5}));
   apply(index, make_remove_event_with_parent(0, {1, 2, 3}, {6, 7}));
   flush_and_settle(index);
-  index.tree().run_cleanup_for_test();
+  RadixTreeTestPeer::run_cleanup_for_test(index.tree());
 
   assert_edge_lengths(index.tree(), {3});
 
@@ -405,7 +408,7 @@ TEST_CASE("dump_events renumbers event ids from zero and replays to the same sco
 TEST_CASE("a failed lane reports the indexer offline instead of hanging callers") {
   LaneIndexer indexer(2);
   apply(indexer, make_store_event(1, {1}));
-  REQUIRE(indexer.inject_lane_failure_for_test(0) == IndexerStatus::ok);
+  REQUIRE(LaneIndexerTestPeer::inject_lane_failure_for_test(indexer, 0) == IndexerStatus::ok);
   CHECK(indexer.flush() == IndexerStatus::offline);
   CHECK(indexer.offline());
   CHECK(indexer.enqueue_event(make_store_event(2, {2})) == IndexerStatus::offline);
@@ -421,7 +424,7 @@ TEST_CASE("observed_events_use_fixed_worker_buffers_and_fifo_seals") {
   ObservationPlan plan;
   plan.epoch = std::chrono::steady_clock::now();
   plan.expected_events_by_stream = {{worker(1), 1}, {worker(2), 1}};
-  auto observation = indexer.begin_observation(plan);
+  auto observation = begin_observation(indexer, plan);
   REQUIRE(observation.ok());
 
   const auto first = observation->enqueue_observed(make_store_event(1, {11}), 10);
@@ -451,9 +454,9 @@ TEST_CASE("observed records are stamped in order and a full buffer counts what i
   LaneIndexer indexer(2);
   ObservationPlan plan;
   plan.expected_events_by_stream = {{worker(1), 2}, {worker(2), 1}};
-  auto observation = indexer.begin_observation(plan);
+  auto observation = begin_observation(indexer, plan);
   REQUIRE(observation.ok());
-  CHECK(indexer.begin_observation(plan).error() == ObservationError::already_active);
+  CHECK(begin_observation(indexer, plan).error() == ObservationError::already_active);
   CHECK(observation->enqueue_observed(make_store_event(3, {1}), 99).error() == ObservationError::unknown_stream);
 
   REQUIRE(observation->enqueue_observed(make_store_event(1, {1}), 1).ok());
@@ -491,24 +494,24 @@ TEST_CASE("observed records are stamped in order and a full buffer counts what i
   assert_score(indexer, {5, 6}, worker(2), 2);
   CHECK(indexer.metrics().applied_with(ApplyStatus::ok) == 4);
   // The observation is over: a new one may begin.
-  CHECK(indexer.begin_observation(plan).ok());
+  CHECK(begin_observation(indexer, plan).ok());
 }
 
 TEST_CASE("an abandoned observation releases the indexer and bad plans are refused") {
   LaneIndexer indexer(2);
-  CHECK(indexer.begin_observation(ObservationPlan{}).error() == ObservationError::empty_plan);
+  CHECK(begin_observation(indexer, ObservationPlan{}).error() == ObservationError::empty_plan);
   ObservationPlan duplicated;
   duplicated.expected_events_by_stream = {{worker(1), 1}, {worker(1), 1}};
-  CHECK(indexer.begin_observation(duplicated).error() == ObservationError::duplicate_stream);
+  CHECK(begin_observation(indexer, duplicated).error() == ObservationError::duplicate_stream);
 
   ObservationPlan plan;
   plan.expected_events_by_stream = {{worker(1), 4}};
   {
-    auto observation = indexer.begin_observation(plan);
+    auto observation = begin_observation(indexer, plan);
     REQUIRE(observation.ok());
     REQUIRE(observation->enqueue_observed(make_store_event(1, {1}), 1).ok());
   }  // dropped without a harvest
-  auto again = indexer.begin_observation(plan);
+  auto again = begin_observation(indexer, plan);
   REQUIRE(again.ok());
   auto sealed = std::move(again).value().close_observed_producers().seal();
   REQUIRE(sealed.ok());
@@ -543,7 +546,7 @@ TEST_CASE("dead_branches_count_as_pending_cleanup_until_cleanup_detaches_them") 
   CHECK(sizes.node_count == 3);
   CHECK(sizes.blocks_pending_cleanup == 4);
 
-  index.tree().run_cleanup_for_test();
+  RadixTreeTestPeer::run_cleanup_for_test(index.tree());
   sizes = index.shard_sizes();
   CHECK(sizes.block_count == 3);
   CHECK(sizes.node_count == 1);

@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "libindexer/hashing.h"
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
+#include "tests/support/radix_tree_test_peer.h"
 #include "tests/support/tree_assertions.h"
 
 using namespace kvidx;
@@ -266,7 +267,7 @@ void run_scenario(const Scenario& scenario) {
   index.tree().run_cleanup();
   CHECK(index.shard_sizes().block_count == 0);
   CHECK(index.tree().node_count() == 0);
-  CHECK(index.tree().raw_child_edge_count() == 0);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 0);
   CHECK(index.tree().attached_block_count() == 0);
 }
 

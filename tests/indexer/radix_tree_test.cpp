@@ -8,8 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "libindexer/radix_tree.h"
+#include "libindexer/tree/radix_tree.h"
 #include "tests/support/event_builders.h"
+#include "tests/support/radix_tree_test_peer.h"
 #include "tests/support/tree_assertions.h"
 
 using namespace kvidx;
@@ -55,7 +56,7 @@ TEST_CASE("race_divergent_tail_extensions_split_compressed_leaf") {
       race_two_events(index, std::move(lookup1), make_store_event_with_parent(1, {1, 2, 3, 4}, {5, 6}),
                       std::move(lookup2), make_store_event_with_parent(2, {1, 2, 3, 4}, {7, 8}));
 
-  CHECK(index.raw_child_edge_count() == 3);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index) == 3);
   assert_edge_lengths(index, {2, 2, 4});
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker2, 4);
@@ -78,7 +79,7 @@ TEST_CASE("race_identical_tail_extensions_stay_compressed") {
       race_two_events(index, std::move(lookup1), make_store_event_with_parent(1, {1, 2, 3, 4}, {5, 6}),
                       std::move(lookup2), make_store_event_with_parent(2, {1, 2, 3, 4}, {5, 6}));
 
-  CHECK(index.raw_child_edge_count() == 1);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index) == 1);
   assert_edge_lengths(index, {6});
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker2, 6);
@@ -101,7 +102,7 @@ TEST_CASE("race_suffix_reuse_with_divergent_split_preserves_workers") {
   race_two_events(index, std::move(lookup1), make_store_event_with_parent(1, {1, 2, 3}, {4, 5, 6}),
                   std::move(lookup2), make_store_event_with_parent(2, {1, 2, 3}, {7, 8}));
 
-  CHECK(index.raw_child_edge_count() == 3);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index) == 3);
   assert_edge_lengths(index, {2, 3, 3});
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker0, 6);
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
@@ -122,7 +123,7 @@ TEST_CASE("stale_scan_cannot_commit_after_split") {
   apply_direct(index, lookup1, make_store_event(1, {1, 2, 3, 4, 5, 6}));
   apply_direct(index, lookup2, make_store_event(2, {1, 2, 3, 4, 5, 6}));
 
-  NodeRef node = index.root().child_snapshot(LocalBlockHash{1});
+  NodeRef node = RadixTreeTestPeer::root(index).child_snapshot(LocalBlockHash{1});
   REQUIRE(node);
   const auto blocks = stored_data(make_store_event(3, {1, 2, 3, 4, 5, 6})).blocks;
   const StorePrefixScan stale_scan = node->scan_store_prefix(blocks);
@@ -130,11 +131,13 @@ TEST_CASE("stale_scan_cannot_commit_after_split") {
 
   apply_direct(index, lookup2, make_store_event_with_parent(2, {1, 2, 3}, {7}));
 
-  CHECK_FALSE(node->promote_to_full_with_version(index.slot_for_test(worker3), stale_scan.shape_version).has_value());
+  CHECK_FALSE(node->promote_to_full_with_version(RadixTreeTestPeer::slot_for_test(index, worker3),
+                                                 stale_scan.shape_version)
+                  .has_value());
 
   apply_direct(index, lookup3, make_store_event(3, {1, 2, 3, 4, 5, 6}));
 
-  CHECK(index.edge_topology_for_test() ==
+  CHECK(RadixTreeTestPeer::edge_topology_for_test(index) ==
         std::vector{edge_topology({1, 2, 3}, {edge_topology({4, 5, 6}, {}), edge_topology({7}, {})})});
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker2, 6);
@@ -158,7 +161,7 @@ TEST_CASE("tail_parent_split_before_child_lookup_repairs_to_suffix") {
   apply_direct(index, lookup1, make_store_event_with_parent(1, {1, 2, 3, 4}, {5, 6}));
   apply_direct(index, lookup2, make_store_event_with_parent(2, {1, 2, 3, 4}, {7, 8}));
 
-  NodeRef stale_parent = index.root().child_snapshot(LocalBlockHash{1});
+  NodeRef stale_parent = RadixTreeTestPeer::root(index).child_snapshot(LocalBlockHash{1});
   REQUIRE(stale_parent);
   const auto continuation = stored_data(make_store_event_with_parent(3, {1, 2, 3, 4}, {9}));
   REQUIRE(continuation.parent_hash.has_value());
@@ -169,11 +172,11 @@ TEST_CASE("tail_parent_split_before_child_lookup_repairs_to_suffix") {
 
   apply_direct(index, lookup4, make_store_event_with_parent(4, {1, 2}, {10}));
 
-  const ApplyResult inserted =
-      index.insert_blocks_from_for_test(lookup3, worker3, stale_parent, parent_hash, continuation.blocks);
+  const ApplyResult inserted = RadixTreeTestPeer::insert_blocks_from_for_test(index, lookup3, worker3, stale_parent,
+                                                                              parent_hash, continuation.blocks);
   REQUIRE(inserted.ok());
 
-  CHECK(index.edge_topology_for_test() ==
+  CHECK(RadixTreeTestPeer::edge_topology_for_test(index) ==
         std::vector{edge_topology({1, 2}, {edge_topology({3, 4}, {edge_topology({5, 6}, {}), edge_topology({7, 8}, {}),
                                                                  edge_topology({9}, {})}),
                                            edge_topology({10}, {})})});
@@ -193,15 +196,15 @@ TEST_CASE("stale_tail_cursor_replans_before_descending_same_local_child") {
   apply_direct(index, lookup_a, make_store_event(1, {1}));
   apply_direct(index, lookup_b, make_store_event(2, {1}));
 
-  NodeRef stale_parent = index.root().child_snapshot(LocalBlockHash{1});
+  NodeRef stale_parent = RadixTreeTestPeer::root(index).child_snapshot(LocalBlockHash{1});
   REQUIRE(stale_parent);
   const auto continuation = stored_data(make_store_event_with_parent(1, {1}, {7}));
   REQUIRE(continuation.parent_hash.has_value());
   const auto parent_hash = *continuation.parent_hash;
   const auto plan = stale_parent->plan_store_parent_edge(parent_hash, continuation.blocks);
   REQUIRE(plan.has_value());
-  const ParentEdgeStep step =
-      stale_parent->apply_store_parent_edge_plan(index.slot_for_test(worker_a), *plan, continuation.blocks);
+  const ParentEdgeStep step = stale_parent->apply_store_parent_edge_plan(
+      RadixTreeTestPeer::slot_for_test(index, worker_a), *plan, continuation.blocks);
   CHECK(step.action == ParentEdgeAction::insert_from_parent);
   CHECK_FALSE(step.child);
 
@@ -212,14 +215,14 @@ TEST_CASE("stale_tail_cursor_replans_before_descending_same_local_child") {
   apply_direct(index, lookup_b, b_extension);
   apply_direct(index, lookup_b, make_store_event_with_parent(2, {1, 5, 6}, {8}));
 
-  const ApplyResult inserted =
-      index.insert_blocks_from_for_test(lookup_a, worker_a, stale_parent, parent_hash, continuation.blocks);
+  const ApplyResult inserted = RadixTreeTestPeer::insert_blocks_from_for_test(index, lookup_a, worker_a, stale_parent,
+                                                                              parent_hash, continuation.blocks);
   REQUIRE(inserted.ok());
 
   assert_direct_score(index, {1, 7}, worker_a, 2);
   assert_direct_score(index, {1, 5, 6, 7}, worker_b, 4);
   assert_direct_score(index, {1, 5, 6, 8}, worker_b, 4);
-  CHECK(index.edge_topology_for_test() ==
+  CHECK(RadixTreeTestPeer::edge_topology_for_test(index) ==
         std::vector{edge_topology({1}, {edge_topology({5, 6}, {edge_topology({7}, {}), edge_topology({8}, {})}),
                                         edge_topology({7}, {})})});
 }
@@ -274,7 +277,7 @@ TEST_CASE("race_remove_keeps_children_needed_by_another_full_worker") {
   reader.join();
   remover.join();
 
-  CHECK(index.raw_child_edge_count() == 3);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index) == 3);
   assert_edge_lengths(index, {2, 2, 4});
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
   assert_direct_score(index, {1, 2, 3, 4}, worker2, 1);
@@ -312,13 +315,13 @@ TEST_CASE("race_cleanup_with_dead_child_reuse_keeps_restored_child") {
   apply_direct(index, lookup, make_remove_event_with_parent(0, {1, 2, 3}, {4, 5}));
   apply_direct(index, lookup, make_remove_event_with_parent(0, {1, 2, 3}, {6, 7}));
 
-  CHECK(index.raw_child_edge_count() == 3);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index) == 3);
   assert_direct_score(index, {1, 2, 3}, worker0, 3);
 
   std::barrier start(3);
   std::thread cleanup([&] {
     start.arrive_and_wait();
-    index.run_cleanup_for_test();
+    RadixTreeTestPeer::run_cleanup_for_test(index);
   });
   std::thread store([&] {
     start.arrive_and_wait();
@@ -328,10 +331,10 @@ TEST_CASE("race_cleanup_with_dead_child_reuse_keeps_restored_child") {
   cleanup.join();
   store.join();
 
-  const auto edge_lengths = index.edge_lengths_for_test();
+  const auto edge_lengths = RadixTreeTestPeer::edge_lengths_for_test(index);
   INFO("edge lengths: " << edge_lengths.size());
   CHECK((edge_lengths == std::vector<std::size_t>{5} || edge_lengths == std::vector<std::size_t>{2, 3}));
-  CHECK(index.raw_child_edge_count() == edge_lengths.size());
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index) == edge_lengths.size());
   assert_direct_score(index, {1, 2, 3, 4, 5}, worker0, 5);
 }
 
@@ -374,7 +377,7 @@ TEST_CASE("race_find_during_split_never_overcounts") {
   for (auto& writer : writers) writer.join();
   reader.join();
 
-  CHECK(index.raw_child_edge_count() == 5);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index) == 5);
   assert_edge_lengths(index, {2, 2, 2, 2, 4});
   for (const auto& [branch_worker, suffix] : branches) {
     Hashes query{1, 2, 3, 4};
@@ -443,10 +446,10 @@ TEST_CASE("batched_remove_processes_hashes_moved_by_split_before_restore") {
   const NodeRef group_node = group_entry->node;
 
   apply_direct(index, lookup1, make_store_event_with_parent(1, {1, 2, 3}, {7}));
-  CHECK(index.edge_topology_for_test() ==
+  CHECK(RadixTreeTestPeer::edge_topology_for_test(index) ==
         std::vector{edge_topology({1, 2, 3}, {edge_topology({4, 5, 6}, {}), edge_topology({7}, {})})});
 
-  index.apply_removed_group(lookup0, worker0, group_node, hashes, 42);
+  RadixTreeTestPeer::apply_removed_group(index, lookup0, worker0, group_node, hashes, 42);
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker0, 2);
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
 
@@ -470,10 +473,10 @@ TEST_CASE("batched_remove_falls_back_when_all_grouped_hashes_move_before_restore
   const NodeRef group_node = group_entry->node;
 
   apply_direct(index, lookup1, make_store_event_with_parent(1, {1, 2, 3}, {7}));
-  CHECK(index.edge_topology_for_test() ==
+  CHECK(RadixTreeTestPeer::edge_topology_for_test(index) ==
         std::vector{edge_topology({1, 2, 3}, {edge_topology({4, 5, 6}, {}), edge_topology({7}, {})})});
 
-  index.apply_removed_group(lookup0, worker0, group_node, hashes, 42);
+  RadixTreeTestPeer::apply_removed_group(index, lookup0, worker0, group_node, hashes, 42);
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker0, 3);
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
   CHECK(worker_lookup_len(lookup0, worker0) == std::optional<std::size_t>{3});
@@ -499,13 +502,13 @@ TEST_CASE("test_internal_split_reparents_existing_children_to_suffix") {
   apply_direct(index, lookup1, make_store_event_with_parent(1, {1, 2, 3, 4}, {5, 6}));
   apply_direct(index, lookup2, make_store_event_with_parent(2, {1, 2, 3, 4}, {7, 8}));
 
-  CHECK(index.edge_topology_for_test() ==
+  CHECK(RadixTreeTestPeer::edge_topology_for_test(index) ==
         std::vector{edge_topology({1, 2, 3, 4}, {edge_topology({5, 6}, {}), edge_topology({7, 8}, {})})});
 
   apply_direct(index, lookup3, make_store_event(3, {1, 2, 3, 4}));
   apply_direct(index, lookup3, make_store_event_with_parent(3, {1, 2}, {9}));
 
-  CHECK(index.edge_topology_for_test() ==
+  CHECK(RadixTreeTestPeer::edge_topology_for_test(index) ==
         std::vector{edge_topology(
             {1, 2}, {edge_topology({3, 4}, {edge_topology({5, 6}, {}), edge_topology({7, 8}, {})}), edge_topology({9}, {})})});
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
@@ -555,7 +558,7 @@ TEST_CASE("ten thousand streams share one edge, split it and drain back to an em
   for (WorkerId w = 0; w < kWorkers; ++w) {
     for (DpRank r = 0; r < 2; ++r) apply_direct(index, lookup, make_store_event_with_dp_rank(w, {1, 2, 3, 4}, r));
   }
-  CHECK(index.raw_child_edge_count() == 1);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index) == 1);
   // One stream diverges in the middle of the shared edge: all 10,000 holders move with the split.
   apply_direct(index, lookup, make_store_event_with_parent(17, {1, 2}, {9}));
   assert_edge_lengths(index, {1, 2, 2});
@@ -570,8 +573,8 @@ TEST_CASE("ten thousand streams share one edge, split it and drain back to an em
 
   for (WorkerId w = 0; w < kWorkers; ++w) index.remove_worker_sweep(w);
   CHECK(index.find_matches(local_hashes({1, 2, 3, 4}), false).scores.empty());
-  index.run_cleanup_for_test();
-  CHECK(index.raw_child_edge_count() == 0);
+  RadixTreeTestPeer::run_cleanup_for_test(index);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index) == 0);
   CHECK(index.node_count() == 0);
 }
 
@@ -612,5 +615,5 @@ TEST_CASE("bad input is reported as a value and changes nothing") {
 
   CHECK(index.block_count(worker(1)) == 2);
   assert_direct_score(index, {1, 2, 3}, worker(1), 2);
-  CHECK(index.raw_child_edge_count() == 1);
+  CHECK(RadixTreeTestPeer::raw_child_edge_count(index) == 1);
 }

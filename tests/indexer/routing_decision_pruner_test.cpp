@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "libindexer/hashing.h"
-#include "libindexer/routing_decision_pruner.h"
+#include "libindexer/lanes/routing_decision_pruner.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/reference_index.h"
 

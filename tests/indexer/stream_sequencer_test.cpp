@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "libindexer/stream_sequencer.h"
+#include "libindexer/intake/stream_sequencer.h"
 
 using namespace kvidx;
 

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "libindexer/radix_tree.h"
+#include "libindexer/tree/radix_tree.h"
 #include "replay/mooncake_workload.h"
 #include "tests/support/reference_index.h"
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <tuple>
 
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "replay/event_log_writer.h"
 #include "replay/mooncake_workload.h"
 #include "replay/offline_replay.h"

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "replay/event_log_writer.h"
 #include "replay/offline_replay.h"
 #include "tests/support/child_process.h"

@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "libindexer/radix_tree.h"
+#include "libindexer/tree/radix_tree.h"
 #include "tests/support/event_builders.h"
+#include "tests/support/radix_tree_test_peer.h"
 
 namespace kvidx::testing {
 
@@ -51,7 +52,7 @@ inline void assert_direct_score(const ConcurrentRadixTree& tree, const Hashes& q
 }
 
 inline void assert_edge_lengths(const ConcurrentRadixTree& tree, const std::vector<std::size_t>& expected) {
-  CHECK(tree.edge_lengths_for_test() == expected);
+  CHECK(RadixTreeTestPeer::edge_lengths_for_test(tree) == expected);
 }
 
 inline EdgeTopologyForTest edge_topology(Hashes edge, std::vector<EdgeTopologyForTest> children) {

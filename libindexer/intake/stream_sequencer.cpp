@@ -1,4 +1,4 @@
-#include "libindexer/stream_sequencer.h"
+#include "libindexer/intake/stream_sequencer.h"
 
 #include <algorithm>
 

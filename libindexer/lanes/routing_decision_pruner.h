@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "libindexer/lanes/prune_config.h"
 #include "libindexer/protocol.h"
-#include "libindexer/prune_config.h"
 
 namespace kvidx {
 

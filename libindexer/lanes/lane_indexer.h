@@ -28,9 +28,12 @@
 //   decision_order_mutex_ held exclusively: a decision is then either wholly before the drop
 //   (its Stored is queued ahead of it and wiped by it, and the pruner forgot it) or wholly after.
 //
-// Bench observation (begin_observation ... harvest)
-// - At most one observation at a time. Observed events are their own task kind: the plain enqueue
-//   path pays nothing for it. Each lane records into its own fixed buffer (see lane_observation.h).
+// Bench observation (lane_observation.h)
+// - Observed events and the observe_* barriers are their own task kinds: the plain enqueue path
+//   pays nothing for them. An observation reaches the lanes only through its ObservationLease.
+//
+// Files: lane_indexer.cpp (lanes, producers, barriers, removal, readers),
+// lane_indexer_approximate.cpp (approximate mode), lane_observation.cpp (bench observation).
 #pragma once
 
 #include <array>
@@ -48,13 +51,16 @@
 #include <unordered_map>
 #include <vector>
 
-#include "libindexer/lane_observation.h"
+#include "libindexer/lanes/prune_config.h"
+#include "libindexer/lanes/routing_decision_pruner.h"
 #include "libindexer/protocol.h"
-#include "libindexer/prune_config.h"
-#include "libindexer/radix_tree.h"
-#include "libindexer/routing_decision_pruner.h"
+#include "libindexer/tree/radix_tree.h"
 
 namespace kvidx {
+
+using LaneId = std::size_t;
+
+struct ObservationRun;  // lane_observation.h
 
 enum class IndexerStatus : std::uint8_t {
   ok,
@@ -115,34 +121,6 @@ enum class RoutingDecisionStatus : std::uint8_t {
 
 std::string_view to_string(RoutingDecisionStatus status);
 
-class LaneIndexer;
-class ObservationSession;
-class ObservationDrain;
-class SealedObservation;
-
-// Keeps an observation's claim on the indexer; releasing it without a harvest makes every lane
-// drop its buffer (FIFO, without waiting) and lets a new observation begin.
-class ObservationLease {
- public:
-  ObservationLease(ObservationLease&& other) noexcept;
-  ObservationLease& operator=(ObservationLease&& other) noexcept;
-  ObservationLease(const ObservationLease&) = delete;
-  ObservationLease& operator=(const ObservationLease&) = delete;
-  ~ObservationLease();
-
- private:
-  friend class LaneIndexer;
-  friend class ObservationSession;
-  friend class ObservationDrain;
-  friend class SealedObservation;
-  ObservationLease(LaneIndexer& indexer, std::shared_ptr<ObservationRun> run)
-      : indexer_(&indexer), run_(std::move(run)) {}
-  void end(bool harvested);
-
-  LaneIndexer* indexer_ = nullptr;
-  std::shared_ptr<ObservationRun> run_;
-};
-
 class LaneIndexer {
  public:
   explicit LaneIndexer(std::size_t num_lanes);
@@ -182,11 +160,6 @@ class LaneIndexer {
   // Blocks the pruner tracks for `stream` (0 when not approximate).
   std::size_t tracked_blocks(WorkerWithDpRank stream) const;
 
-  // Bench observation. Assigns every planned stream its lane, installs one buffer per lane sized
-  // for the streams it got, and returns when every lane has it. The session must not outlive the
-  // indexer.
-  ObservationOutcome<ObservationSession> begin_observation(ObservationPlan plan);
-
   // Barrier, then the tree as Stored events with event ids renumbered from 0; nullopt if offline.
   std::optional<std::vector<RouterEvent>> dump_events();
   ShardSizes shard_sizes() const;
@@ -209,14 +182,11 @@ class LaneIndexer {
   // Idempotent; the destructor calls it.
   void shutdown();
 
-  // Test hook: makes `lane` throw while running its next task.
-  IndexerStatus inject_lane_failure_for_test(LaneId lane);
-
  private:
+  // Bench observation (lane_observation.cpp) drives the observe_* tasks through its lease.
   friend class ObservationLease;
-  friend class ObservationSession;
-  friend class ObservationDrain;
-  friend class SealedObservation;
+  // Failure injection for tests queues a fail_for_test task (tests/support/lane_indexer_test_peer.h).
+  friend class LaneIndexerTestPeer;
 
   // Counts down as lanes pass a barrier; remembers whether any lane had failed.
   class Completion {
@@ -243,7 +213,7 @@ class LaneIndexer {
     observe_install,
     observe_seal,
     observe_drop,
-    fail_for_test,
+    fail_for_test,  // throws on the lane: LaneIndexerTestPeer's failure injection
     stop,
   };
 
@@ -277,6 +247,8 @@ class LaneIndexer {
   // Queues a barrier-like task on `lanes`; wait on the result with finish_barrier.
   std::shared_ptr<Completion> start_barrier(std::span<const LaneId> lanes, LaneTask task);
   IndexerStatus finish_barrier(Completion& completion);
+
+  // Approximate mode (lane_indexer_approximate.cpp).
   bool enqueue_synthetic(RouterEvent event);  // the pruner's sink: never waits
   void collect_expired_into_lanes();
   void kick_prune_pump();
@@ -284,11 +256,6 @@ class LaneIndexer {
   // The lock that orders pruner forgets against decisions, held only in approximate mode.
   std::unique_lock<std::shared_mutex> exclusive_decision_order();
   void forget_engine_removal(const RouterEvent& event);
-
-  ObservationOutcome<ObservedReceipt> enqueue_observed(const ObservationRun& run, RouterEvent event,
-                                                       std::uint32_t correlation_id);
-  bool observation_barrier(TaskKind kind, const std::shared_ptr<ObservationRun>& run);
-  void end_observation(bool harvested);
 
   ApplyResult apply_counted(Lane& lane, const RouterEvent& event);
   void maybe_schedule_cleanup(LaneId lane);
@@ -324,53 +291,12 @@ class LaneIndexer {
   std::atomic<std::uint64_t> synthetic_not_applied_{0};
   std::atomic<std::uint64_t> blocks_pruned_{0};
 
-  std::atomic<bool> observation_active_{false};
+  std::atomic<bool> observation_active_{false};  // claimed by one ObservationLease at a time
 
   std::atomic<bool> offline_{false};
   std::once_flag failure_logged_;
   std::mutex shutdown_mutex_;
   bool shut_down_ = false;  // guarded by shutdown_mutex_
-};
-
-// An observation accepting events. enqueue_observed may be called from several producer threads.
-class ObservationSession {
- public:
-  // Queues `event` on its stream's lane (the stream must be in the plan); the lane records
-  // {correlation_id, accepted_ns, applied_ns} once it has applied it.
-  ObservationOutcome<ObservedReceipt> enqueue_observed(RouterEvent event, std::uint32_t correlation_id) const;
-  // Ends the producing phase and notes each lane's queue depth at that moment.
-  ObservationDrain close_observed_producers() &&;
-
- private:
-  friend class LaneIndexer;
-  explicit ObservationSession(ObservationLease lease) : lease_(std::move(lease)) {}
-  ObservationLease lease_;
-};
-
-class ObservationDrain {
- public:
-  // FIFO barrier on every lane: each notes when it reached it, i.e. finished every observed event.
-  ObservationOutcome<SealedObservation> seal() &&;
-
- private:
-  friend class ObservationSession;
-  explicit ObservationDrain(ObservationLease lease) : lease_(std::move(lease)) {}
-  ObservationLease lease_;
-};
-
-class SealedObservation {
- public:
-  const std::vector<ObservationSeal>& seals() const { return seals_; }
-  std::uint64_t latest_seal_ns() const;
-  // Takes the buffers back from the lanes and ends the observation.
-  ObservationOutcome<ObservationSnapshot> harvest() &&;
-
- private:
-  friend class ObservationDrain;
-  SealedObservation(ObservationLease lease, std::vector<ObservationSeal> seals)
-      : lease_(std::move(lease)), seals_(std::move(seals)) {}
-  ObservationLease lease_;
-  std::vector<ObservationSeal> seals_;
 };
 
 }  // namespace kvidx

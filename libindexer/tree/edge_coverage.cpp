@@ -1,4 +1,4 @@
-#include "libindexer/edge_coverage.h"
+#include "libindexer/tree/edge_coverage.h"
 
 #include <algorithm>
 #include <utility>

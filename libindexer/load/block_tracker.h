@@ -7,9 +7,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "libindexer/prompt_path_arena.h"
+#include "libindexer/load/prompt_path_arena.h"
+#include "libindexer/load/request_block_chain.h"
 #include "libindexer/protocol.h"
-#include "libindexer/request_block_chain.h"
 
 namespace kvidx {
 

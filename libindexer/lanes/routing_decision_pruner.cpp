@@ -1,4 +1,4 @@
-#include "libindexer/routing_decision_pruner.h"
+#include "libindexer/lanes/routing_decision_pruner.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "libindexer/worker_lookup.h"
+#include "libindexer/tree/worker_lookup.h"
 
 #include <utility>
 

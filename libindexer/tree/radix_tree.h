@@ -2,6 +2,11 @@
 // every reader. It applies RouterEvents for one (worker, rank) stream at a time per caller and
 // answers prefix-overlap queries concurrently with them.
 //
+// One job per file: radix_tree.cpp (construction, apply_event dispatch, per-stream counts),
+// tree_store.cpp, tree_remove.cpp, tree_match.cpp (find_matches), tree_cleanup.cpp, tree_dump.cpp
+// (dump_events, edge lengths). Nodes: radix_node.h; per-stream state: worker_lookup.h and
+// worker_registry.h. The invariants below hold across all of them.
+//
 // Concurrency scheme and invariants
 // - Every node has a std::shared_mutex. Readers take shared locks hand over hand from the root
 //   (the child is locked before the parent is released), so a reader never sees a node after it
@@ -41,9 +46,9 @@
 #include <vector>
 
 #include "libindexer/protocol.h"
-#include "libindexer/radix_node.h"
-#include "libindexer/worker_lookup.h"
-#include "libindexer/worker_registry.h"
+#include "libindexer/tree/radix_node.h"
+#include "libindexer/tree/worker_lookup.h"
+#include "libindexer/tree/worker_registry.h"
 
 namespace kvidx {
 
@@ -65,13 +70,6 @@ struct ApplyResult {
 };
 
 std::string_view to_string(ApplyStatus status);
-
-struct EdgeTopologyForTest {
-  std::vector<std::uint64_t> edge;  // local hashes
-  std::vector<EdgeTopologyForTest> children;  // sorted by first local hash
-
-  friend bool operator==(const EdgeTopologyForTest&, const EdgeTopologyForTest&) = default;
-};
 
 struct CleanupStats {
   std::size_t nodes_removed = 0;
@@ -120,20 +118,12 @@ class ConcurrentRadixTree {
   static constexpr std::size_t kMinDeadBlocks = 65'536;
   static constexpr std::chrono::minutes kCleanupInterval{5};
 
-  // ---- Test-only introspection (names follow the reference's tests) ----
-  const RadixNode& root() const { return *root_; }
-  WorkerSlot slot_for_test(WorkerWithDpRank stream);
-  ApplyResult insert_blocks_from_for_test(DirectLookup& lookup, WorkerWithDpRank stream, const NodeRef& start,
-                                          ExternalSequenceBlockHash parent, std::span<const StoredBlock> blocks);
-  ApplyResult apply_removed_group(DirectLookup& lookup, WorkerWithDpRank stream, NodeRef group_node,
-                                  std::span<const ExternalSequenceBlockHash> hashes, std::uint64_t event_id);
-  std::vector<std::size_t> edge_lengths_for_test() const { return node_edge_lengths(); }
-  std::vector<EdgeTopologyForTest> edge_topology_for_test() const;
-  std::size_t raw_child_edge_count() const;
-  void run_cleanup_for_test() { run_cleanup(); }
-
  private:
+  // The reference's test-only entry points live on the test side (tests/support/radix_tree_test_peer.h).
+  friend class RadixTreeTestPeer;
+
   using ExclusiveLock = std::unique_lock<std::shared_mutex>;
+  using SharedLock = std::shared_lock<std::shared_mutex>;
 
   struct LockedBlock {
     NodeRef node;
@@ -141,16 +131,13 @@ class ConcurrentRadixTree {
     std::uint32_t position = 0;  // of the block inside node's edge
   };
 
-  struct RemovalTarget {
-    NodeRef node;
-    ExternalSequenceBlockHash hash;
-    std::uint32_t depth = 0;
-  };
-
+  // Dispatch, and the locator the store and remove paths share (radix_tree.cpp).
   WorkerLookup* lookup_for(DirectLookup& lookup, WorkerWithDpRank stream, ApplyResult& failure);
+  std::optional<LockedBlock> locate_held_block(WorkerSlot slot, NodeRef start, ExternalSequenceBlockHash hash,
+                                               std::uint32_t depth) const;
+
+  // Store path (tree_store.cpp).
   ApplyResult apply_stored(WorkerLookup& lookup, WorkerSlot slot, const KvCacheStoreData& data);
-  ApplyResult apply_removed(WorkerLookup& lookup, WorkerSlot slot, std::span<const ExternalSequenceBlockHash> hashes,
-                            const NodeRef& hint);
   ApplyResult store_after(WorkerLookup& lookup, WorkerSlot slot, const LookupEntry& parent_entry,
                           ExternalSequenceBlockHash parent, std::span<const StoredBlock> blocks, const NodeRef& start);
   ApplyResult store_from_root(WorkerLookup& lookup, WorkerSlot slot, std::span<const StoredBlock> blocks);
@@ -159,14 +146,23 @@ class ConcurrentRadixTree {
   void split_locked(RadixNode& node, std::uint32_t keep);
   NodeRef new_child_locked(RadixNode& parent, WorkerSlot slot, std::span<const StoredBlock> blocks);
 
-  std::optional<LockedBlock> locate_held_block(WorkerSlot slot, NodeRef start, ExternalSequenceBlockHash hash,
-                                               std::uint32_t depth) const;
+  // Remove path (tree_remove.cpp).
+  ApplyResult apply_removed(WorkerLookup& lookup, WorkerSlot slot, std::span<const ExternalSequenceBlockHash> hashes,
+                            const NodeRef& hint);
   void cut_locked(WorkerLookup* lookup, WorkerSlot slot, LockedBlock& at);
   void drop_from_subtrees(WorkerSlot slot, std::vector<NodeRef> stack);
-  void note_coverage_lost(const RadixNode& node);
   void drop_stream(WorkerLookup& lookup, WorkerSlot slot);
   void sweep_slots(const std::vector<WorkerSlot>& slots);
+
+  // A node whose coverage went empty (a cut, a sweep, a split leaving an unheld suffix) counts its
+  // blocks as dead until the next cleanup.
+  void note_coverage_lost(const RadixNode& node) {
+    dead_blocks_estimate_.fetch_add(node.edge_.size(), std::memory_order_relaxed);
+  }
+
+  // Cleanup (tree_cleanup.cpp).
   void dismantle(NodeRef subtree_root, CleanupStats& stats);
+  static std::int64_t steady_now_ns();  // the cleanup clock
 
   NodeRef root_;
   WorkerRegistry registry_;

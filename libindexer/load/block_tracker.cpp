@@ -1,4 +1,4 @@
-#include "libindexer/block_tracker.h"
+#include "libindexer/load/block_tracker.h"
 
 #include <algorithm>
 #include <cmath>

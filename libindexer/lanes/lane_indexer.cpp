@@ -1,12 +1,15 @@
-#include "libindexer/lane_indexer.h"
+// LaneIndexer: the lanes (threads, queues, stream assignment), the producers that queue events and
+// barriers on them, removal, and the readers of aggregate state. Rules: lane_indexer.h.
+#include "libindexer/lanes/lane_indexer.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <utility>
+
+#include "libindexer/lanes/lane_observation.h"
 
 namespace kvidx {
 
@@ -154,19 +157,6 @@ IndexerStatus LaneIndexer::enqueue_event(RouterEvent event) {
   return IndexerStatus::ok;
 }
 
-std::unique_lock<std::shared_mutex> LaneIndexer::exclusive_decision_order() {
-  if (!pruner_) return {};
-  return std::unique_lock(decision_order_mutex_);
-}
-
-void LaneIndexer::forget_engine_removal(const RouterEvent& event) {
-  if (const auto* removed = std::get_if<KvCacheRemoveData>(&event.event.data)) {
-    pruner_->forget_blocks(event.stream(), removed->block_hashes);
-  } else if (std::holds_alternative<KvCacheClearData>(event.event.data)) {
-    pruner_->remove_stream(event.stream());
-  }
-}
-
 void LaneIndexer::maybe_schedule_cleanup(LaneId lane) {
   if (!tree_.try_schedule_cleanup()) return;
   if (!push(*lanes_[lane], LaneTask{TaskKind::cleanup, {}, {}, nullptr})) tree_.cancel_scheduled_cleanup();
@@ -242,11 +232,6 @@ IndexerStatus LaneIndexer::reset_worker_dp_rank_and_wait(WorkerId worker_id, DpR
   return finish_barrier(*completion);
 }
 
-IndexerStatus LaneIndexer::inject_lane_failure_for_test(LaneId lane) {
-  return push(*lanes_.at(lane), LaneTask{TaskKind::fail_for_test, {}, {}, nullptr}) ? IndexerStatus::ok
-                                                                                   : IndexerStatus::offline;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Readers of aggregate state
 
@@ -275,6 +260,43 @@ std::vector<WorkerId> LaneIndexer::get_workers() const {
   std::sort(workers.begin(), workers.end());
   workers.erase(std::unique(workers.begin(), workers.end()), workers.end());
   return workers;
+}
+
+std::uint64_t LaneIndexerMetrics::applied_total() const {
+  std::uint64_t total = 0;
+  for (const auto& by_status : applied) {
+    for (auto count : by_status) total += count;
+  }
+  return total;
+}
+
+std::uint64_t LaneIndexerMetrics::applied_with(ApplyStatus status) const {
+  std::uint64_t total = 0;
+  for (const auto& by_status : applied) total += by_status[static_cast<std::size_t>(status)];
+  return total;
+}
+
+LaneIndexerMetrics LaneIndexer::metrics() const {
+  LaneIndexerMetrics out;
+  for (std::size_t kind = 0; kind < LaneIndexerMetrics::kKinds; ++kind) {
+    for (std::size_t status = 0; status < LaneIndexerMetrics::kStatuses; ++status) {
+      out.applied[kind][status] = applied_[kind][status].load(std::memory_order_relaxed);
+    }
+  }
+  out.approximate.enabled = pruner_ != nullptr;
+  out.approximate.decisions_recorded = decisions_recorded_.load(std::memory_order_relaxed);
+  out.approximate.decisions_rejected = decisions_rejected_.load(std::memory_order_relaxed);
+  out.approximate.synthetic_stored = synthetic_stored_.load(std::memory_order_relaxed);
+  out.approximate.synthetic_removed = synthetic_removed_.load(std::memory_order_relaxed);
+  out.approximate.synthetic_not_applied = synthetic_not_applied_.load(std::memory_order_relaxed);
+  out.approximate.blocks_pruned = blocks_pruned_.load(std::memory_order_relaxed);
+  out.approximate.tracked_blocks = pruner_ ? pruner_->tracked_blocks() : 0;
+  out.lane_queue_depths.reserve(lanes_.size());
+  for (const auto& lane : lanes_) {
+    std::lock_guard lock(lane->mutex);
+    out.lane_queue_depths.push_back(lane->queue.size());
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -323,17 +345,13 @@ void LaneIndexer::run_task(Lane& lane, LaneTask& task) {
       }
       return;
     }
-    case TaskKind::observed_event: {
+    case TaskKind::observed_event:
       apply_counted(lane, task.event);
-      if (lane.observation) {
-        lane.observation->buffers[lane.id].record(
-            ObservedRecord{task.correlation_id, task.accepted_ns, lane.observation->elapsed_ns()});
-      }
+      if (lane.observation) lane.observation->record(lane.id, task.correlation_id, task.accepted_ns);
       return;
-    }
     case TaskKind::observe_install: lane.observation = std::move(task.observation); return;
     case TaskKind::observe_seal:
-      if (lane.observation) lane.observation->sealed_ns[lane.id] = lane.observation->elapsed_ns();
+      if (lane.observation) lane.observation->seal(lane.id);
       return;
     case TaskKind::observe_drop: lane.observation.reset(); return;
     case TaskKind::barrier: return;
@@ -369,288 +387,6 @@ void LaneIndexer::fail_lane(Lane& lane, const char* what) {
   std::call_once(failure_logged_, [&] {
     spdlog::error("indexer lane {} failed and stopped applying events; the indexer is offline: {}", lane.id, what);
   });
-}
-
-}  // namespace kvidx
-
-namespace kvidx {
-
-std::uint64_t LaneIndexerMetrics::applied_total() const {
-  std::uint64_t total = 0;
-  for (const auto& by_status : applied) {
-    for (auto count : by_status) total += count;
-  }
-  return total;
-}
-
-std::uint64_t LaneIndexerMetrics::applied_with(ApplyStatus status) const {
-  std::uint64_t total = 0;
-  for (const auto& by_status : applied) total += by_status[static_cast<std::size_t>(status)];
-  return total;
-}
-
-LaneIndexerMetrics LaneIndexer::metrics() const {
-  LaneIndexerMetrics out;
-  for (std::size_t kind = 0; kind < LaneIndexerMetrics::kKinds; ++kind) {
-    for (std::size_t status = 0; status < LaneIndexerMetrics::kStatuses; ++status) {
-      out.applied[kind][status] = applied_[kind][status].load(std::memory_order_relaxed);
-    }
-  }
-  out.approximate.enabled = pruner_ != nullptr;
-  out.approximate.decisions_recorded = decisions_recorded_.load(std::memory_order_relaxed);
-  out.approximate.decisions_rejected = decisions_rejected_.load(std::memory_order_relaxed);
-  out.approximate.synthetic_stored = synthetic_stored_.load(std::memory_order_relaxed);
-  out.approximate.synthetic_removed = synthetic_removed_.load(std::memory_order_relaxed);
-  out.approximate.synthetic_not_applied = synthetic_not_applied_.load(std::memory_order_relaxed);
-  out.approximate.blocks_pruned = blocks_pruned_.load(std::memory_order_relaxed);
-  out.approximate.tracked_blocks = pruner_ ? pruner_->tracked_blocks() : 0;
-  out.lane_queue_depths.reserve(lanes_.size());
-  for (const auto& lane : lanes_) {
-    std::lock_guard lock(lane->mutex);
-    out.lane_queue_depths.push_back(lane->queue.size());
-  }
-  return out;
-}
-
-}  // namespace kvidx
-
-// ---------------------------------------------------------------------------------------------
-// Approximate mode
-
-namespace kvidx {
-
-std::string_view to_string(RoutingDecisionStatus status) {
-  switch (status) {
-    case RoutingDecisionStatus::recorded: return "recorded";
-    case RoutingDecisionStatus::not_approximate: return "not_approximate";
-    case RoutingDecisionStatus::length_mismatch: return "length_mismatch";
-    case RoutingDecisionStatus::offline: return "offline";
-  }
-  return "unknown";
-}
-
-RoutingDecisionStatus LaneIndexer::process_routing_decision(WorkerWithDpRank stream,
-                                                            std::span<const LocalBlockHash> locals,
-                                                            std::span<const ExternalSequenceBlockHash> sequence) {
-  if (!pruner_) return RoutingDecisionStatus::not_approximate;
-  if (offline()) return RoutingDecisionStatus::offline;
-  bool queued = true;
-  RecordedDecision recorded;
-  {
-    // NOTE: shared: decisions only order against removals; among themselves the pruner's lock
-    // serializes them.
-    std::shared_lock order(decision_order_mutex_);
-    recorded = pruner_->record_decision(stream, locals, sequence,
-                                        [&](RouterEvent&& event) { queued = enqueue_synthetic(std::move(event)); });
-  }
-  if (recorded.status == DecisionStatus::length_mismatch) {
-    decisions_rejected_.fetch_add(1, std::memory_order_relaxed);
-    return RoutingDecisionStatus::length_mismatch;
-  }
-  decisions_recorded_.fetch_add(1, std::memory_order_relaxed);
-  if (recorded.over_capacity) kick_prune_pump();
-  return queued && !offline() ? RoutingDecisionStatus::recorded : RoutingDecisionStatus::offline;
-}
-
-std::size_t LaneIndexer::tracked_blocks(WorkerWithDpRank stream) const {
-  return pruner_ ? pruner_->tracked_blocks(stream) : 0;
-}
-
-bool LaneIndexer::enqueue_synthetic(RouterEvent event) {
-  // Runs under the pruner's lock: only short, non-blocking locks below (assignment, lane queue).
-  // NOTE: counted before the push: once queued, a lane may apply the event before this thread
-  // runs another line, and a caller that saw its effect must also see it counted.
-  if (const auto* removed = std::get_if<KvCacheRemoveData>(&event.event.data)) {
-    synthetic_removed_.fetch_add(1, std::memory_order_relaxed);
-    blocks_pruned_.fetch_add(removed->block_hashes.size(), std::memory_order_relaxed);
-  } else {
-    synthetic_stored_.fetch_add(1, std::memory_order_relaxed);
-  }
-  const LaneId lane = lane_for(event.stream());
-  if (!push(*lanes_[lane], LaneTask{TaskKind::synthetic_event, std::move(event), {}, nullptr})) return false;
-  maybe_schedule_cleanup(lane);
-  return true;
-}
-
-void LaneIndexer::collect_expired_into_lanes() {
-  // Blocks pruned are counted per Removed event by enqueue_synthetic.
-  pruner_->collect_expired([this](RouterEvent&& event) { enqueue_synthetic(std::move(event)); });
-}
-
-void LaneIndexer::kick_prune_pump() {
-  {
-    std::lock_guard lock(pump_mutex_);
-    pump_kick_ = true;
-  }
-  pump_wake_.notify_one();
-}
-
-void LaneIndexer::run_prune_pump() {
-  std::unique_lock lock(pump_mutex_);
-  while (!pump_stop_) {
-    pump_kick_ = false;
-    lock.unlock();
-    collect_expired_into_lanes();
-    auto sleep = std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.prune_pump_max_sleep);
-    if (const auto next = pruner_->next_expiry()) {
-      // NOTE: the distance is measured on the injected clock but slept on the real one; the
-      // max-sleep bound keeps a clock that does not follow real time from stalling the pump.
-      sleep = std::clamp(*next - options_.clock(), std::chrono::steady_clock::duration::zero(), sleep);
-    }
-    lock.lock();
-    // A decision that went over capacity kicks the pump; a kick that came while this pass was
-    // collecting is kept in pump_kick_ and ends this wait at once.
-    pump_wake_.wait_for(lock, sleep, [&] { return pump_stop_ || pump_kick_; });
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Bench observation
-
-std::string_view to_string(ObservationError error) {
-  switch (error) {
-    case ObservationError::empty_plan: return "empty_plan";
-    case ObservationError::already_active: return "already_active";
-    case ObservationError::duplicate_stream: return "duplicate_stream";
-    case ObservationError::capacity_overflow: return "capacity_overflow";
-    case ObservationError::producers_closed: return "producers_closed";
-    case ObservationError::unknown_stream: return "unknown_stream";
-    case ObservationError::offline: return "offline";
-  }
-  return "unknown";
-}
-
-std::uint64_t ObservationSnapshot::latest_seal_ns() const {
-  std::uint64_t latest = 0;
-  for (const auto& seal : seals) latest = std::max(latest, seal.sealed_ns);
-  return latest;
-}
-
-ObservationOutcome<ObservationSession> LaneIndexer::begin_observation(ObservationPlan plan) {
-  if (plan.expected_events_by_stream.empty()) return ObservationError::empty_plan;
-  if (offline()) return ObservationError::offline;
-  bool idle = false;
-  if (!observation_active_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) {
-    return ObservationError::already_active;
-  }
-  auto run = std::make_shared<ObservationRun>();
-  // From here on the lease owns the claim: every early return below releases it.
-  ObservationLease lease(*this, run);
-
-  std::vector<WorkerWithDpRank> streams;
-  streams.reserve(plan.expected_events_by_stream.size());
-  for (const auto& [stream, expected] : plan.expected_events_by_stream) streams.push_back(stream);
-  std::sort(streams.begin(), streams.end());
-  if (std::adjacent_find(streams.begin(), streams.end()) != streams.end()) return ObservationError::duplicate_stream;
-
-  std::vector<std::size_t> capacity(lanes_.size(), 0);
-  for (const auto& [stream, expected] : plan.expected_events_by_stream) {
-    std::size_t& lane_capacity = capacity[lane_for(stream)];
-    if (expected > std::numeric_limits<std::size_t>::max() - lane_capacity) return ObservationError::capacity_overflow;
-    lane_capacity += expected;
-  }
-
-  run->epoch = plan.epoch;
-  run->buffers.reserve(lanes_.size());
-  // NOTE: every buffer is allocated here, on the caller's thread; lanes only append in place.
-  for (LaneId lane = 0; lane < lanes_.size(); ++lane) run->buffers.emplace_back(lane, capacity[lane]);
-  run->sealed_ns.assign(lanes_.size(), 0);
-  run->queue_depth_at_stop.assign(lanes_.size(), 0);
-  if (!observation_barrier(TaskKind::observe_install, run)) return ObservationError::offline;
-  return ObservationSession(std::move(lease));
-}
-
-bool LaneIndexer::observation_barrier(TaskKind kind, const std::shared_ptr<ObservationRun>& run) {
-  LaneTask task{kind, {}, {}, nullptr};
-  if (kind == TaskKind::observe_install) task.observation = run;
-  return finish_barrier(*start_barrier(all_lanes_, std::move(task))) == IndexerStatus::ok;
-}
-
-ObservationOutcome<ObservedReceipt> LaneIndexer::enqueue_observed(const ObservationRun& run, RouterEvent event,
-                                                                  std::uint32_t correlation_id) {
-  if (!observation_active_.load(std::memory_order_acquire)) return ObservationError::producers_closed;
-  const auto lane = assigned_lane(event.stream());
-  if (!lane) return ObservationError::unknown_stream;
-  LaneTask task{TaskKind::observed_event, std::move(event), {}, nullptr};
-  task.correlation_id = correlation_id;
-  // NOTE: stamped before the push: once queued, the lane may apply the event at once.
-  task.accepted_ns = run.elapsed_ns();
-  const std::uint64_t accepted_ns = task.accepted_ns;
-  if (!push(*lanes_[*lane], std::move(task))) return ObservationError::offline;
-  maybe_schedule_cleanup(*lane);
-  return ObservedReceipt{*lane, accepted_ns};
-}
-
-void LaneIndexer::end_observation(bool harvested) {
-  if (!harvested) {
-    // Lanes still hold the run: have them drop it behind whatever is queued, without waiting.
-    for (auto& lane : lanes_) push(*lane, LaneTask{TaskKind::observe_drop, {}, {}, nullptr});
-  }
-  observation_active_.store(false, std::memory_order_release);
-}
-
-ObservationLease::ObservationLease(ObservationLease&& other) noexcept
-    : indexer_(std::exchange(other.indexer_, nullptr)), run_(std::move(other.run_)) {}
-
-ObservationLease& ObservationLease::operator=(ObservationLease&& other) noexcept {
-  if (this != &other) {
-    end(false);
-    indexer_ = std::exchange(other.indexer_, nullptr);
-    run_ = std::move(other.run_);
-  }
-  return *this;
-}
-
-ObservationLease::~ObservationLease() { end(false); }
-
-void ObservationLease::end(bool harvested) {
-  if (indexer_ == nullptr) return;
-  std::exchange(indexer_, nullptr)->end_observation(harvested);
-}
-
-ObservationOutcome<ObservedReceipt> ObservationSession::enqueue_observed(RouterEvent event,
-                                                                        std::uint32_t correlation_id) const {
-  return lease_.indexer_->enqueue_observed(*lease_.run_, std::move(event), correlation_id);
-}
-
-ObservationDrain ObservationSession::close_observed_producers() && {
-  LaneIndexer& indexer = *lease_.indexer_;
-  for (LaneId lane = 0; lane < indexer.lanes_.size(); ++lane) {
-    std::lock_guard lock(indexer.lanes_[lane]->mutex);
-    lease_.run_->queue_depth_at_stop[lane] = indexer.lanes_[lane]->queue.size();
-  }
-  return ObservationDrain(std::move(lease_));
-}
-
-ObservationOutcome<SealedObservation> ObservationDrain::seal() && {
-  if (!lease_.indexer_->observation_barrier(LaneIndexer::TaskKind::observe_seal, lease_.run_)) {
-    return ObservationError::offline;
-  }
-  // NOTE: each lane wrote its sealed_ns before arriving at the barrier we just waited on.
-  std::vector<ObservationSeal> seals;
-  for (LaneId lane = 0; lane < lease_.run_->sealed_ns.size(); ++lane) {
-    seals.push_back(ObservationSeal{lane, lease_.run_->sealed_ns[lane]});
-  }
-  return SealedObservation(std::move(lease_), std::move(seals));
-}
-
-std::uint64_t SealedObservation::latest_seal_ns() const {
-  std::uint64_t latest = 0;
-  for (const auto& seal : seals_) latest = std::max(latest, seal.sealed_ns);
-  return latest;
-}
-
-ObservationOutcome<ObservationSnapshot> SealedObservation::harvest() && {
-  if (!lease_.indexer_->observation_barrier(LaneIndexer::TaskKind::observe_drop, lease_.run_)) {
-    return ObservationError::offline;
-  }
-  // Every lane has dropped the run: the buffers are ours alone now.
-  ObservationSnapshot snapshot;
-  snapshot.seals = std::move(seals_);
-  snapshot.buffers = std::move(lease_.run_->buffers);
-  snapshot.queue_depth_at_stop = std::move(lease_.run_->queue_depth_at_stop);
-  lease_.end(true);
-  return snapshot;
 }
 
 }  // namespace kvidx

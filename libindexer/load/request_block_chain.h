@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "libindexer/prompt_path_arena.h"
+#include "libindexer/load/prompt_path_arena.h"
 #include "libindexer/protocol.h"
 
 namespace kvidx {

@@ -1,4 +1,4 @@
-#include "libindexer/active_load.h"
+#include "libindexer/load/active_load.h"
 
 #include <cmath>
 #include <iterator>

@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "libindexer/edge_coverage.h"
 #include "libindexer/protocol.h"
+#include "libindexer/tree/edge_coverage.h"
 
 namespace kvidx {
 

@@ -19,9 +19,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "libindexer/edge_coverage.h"
 #include "libindexer/protocol.h"
-#include "libindexer/radix_node.h"
+#include "libindexer/tree/edge_coverage.h"
+#include "libindexer/tree/radix_node.h"
 
 namespace kvidx {
 

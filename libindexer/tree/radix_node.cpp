@@ -1,4 +1,4 @@
-#include "libindexer/radix_node.h"
+#include "libindexer/tree/radix_node.h"
 
 #include <algorithm>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "libindexer/worker_registry.h"
+#include "libindexer/tree/worker_registry.h"
 
 namespace kvidx {
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "libindexer/block_tracker.h"
+#include "libindexer/load/block_tracker.h"
 #include "libindexer/protocol.h"
 
 namespace kvidx {

@@ -1,4 +1,4 @@
-#include "libindexer/prompt_path_arena.h"
+#include "libindexer/load/prompt_path_arena.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -2,8 +2,10 @@
 // keyed by the local hash of their edge's first block; its EdgeCoverage says which streams hold
 // how much of the edge. Nodes are reference counted (NodeRef) because per-stream lookups point at
 // them directly and may outlive a node's place in the tree. Locking rules are the tree's; see
-// radix_tree.h. The public methods below lock the node themselves and exist for the tree's
-// optimistic paths and for tests that drive a stale cursor by hand.
+// radix_tree.h. The public methods below lock the node themselves: they are the reference's
+// optimistic store steps (scan or plan under a shared lock, commit only if the shape version is
+// unchanged). The tree's own store path takes exclusive locks and does not call them; the ported
+// stale-cursor tests drive them by hand.
 #pragma once
 
 #include <atomic>
@@ -15,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "libindexer/edge_coverage.h"
 #include "libindexer/protocol.h"
+#include "libindexer/tree/edge_coverage.h"
 
 namespace kvidx {
 
@@ -129,6 +131,7 @@ class RadixNode {
  private:
   friend class NodeRef;
   friend class ConcurrentRadixTree;
+  friend class RadixTreeTestPeer;  // reads the tree's shape for the tests (tests/support/radix_tree_test_peer.h)
 
   std::uint32_t end_depth() const { return start_depth_ + static_cast<std::uint32_t>(edge_.size()); }
   std::uint32_t edge_length() const { return static_cast<std::uint32_t>(edge_.size()); }

@@ -1,0 +1,107 @@
+// ConcurrentRadixTree, cleanup: when dead blocks pile up (or on an interval), detach the nodes no
+// stream holds and dismantle their subtrees. Locking rules and invariants: radix_tree.h.
+#include "libindexer/tree/radix_tree.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+#include <vector>
+
+namespace kvidx {
+
+std::int64_t ConcurrentRadixTree::steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool ConcurrentRadixTree::try_schedule_cleanup() {
+  if (cleanup_scheduled_.load(std::memory_order_relaxed)) return false;
+  const std::size_t dead = dead_blocks_estimate_.load(std::memory_order_relaxed);
+  if (dead == 0) return false;
+  const std::size_t attached = attached_blocks_.load(std::memory_order_relaxed);
+  const std::size_t live = attached - std::min(dead, attached);
+  bool due = dead >= kMinDeadBlocks && dead >= live / 8;
+  if (!due) {
+    const auto interval_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(kCleanupInterval).count();
+    due = steady_now_ns() - last_cleanup_ns_.load(std::memory_order_relaxed) >= interval_ns;
+  }
+  if (!due) return false;
+  bool expected = false;
+  return cleanup_scheduled_.compare_exchange_strong(expected, true, std::memory_order_acq_rel);
+}
+
+CleanupStats ConcurrentRadixTree::run_cleanup() {
+  CleanupStats stats;
+  // Reset first: coverage lost while the walk runs is counted for the next round.
+  dead_blocks_estimate_.store(0, std::memory_order_relaxed);
+  std::vector<NodeRef> stack{root_};
+  std::vector<NodeRef> live;
+  std::vector<NodeRef> dead;
+  while (!stack.empty()) {
+    NodeRef parent = std::move(stack.back());
+    stack.pop_back();
+    live.clear();
+    dead.clear();
+    {
+      // Shared pass: find candidates without excluding readers.
+      SharedLock parent_lock(parent->mutex_);
+      if (parent->detached_) continue;
+      for (const auto& [key, child] : parent->children_.entries()) {
+        SharedLock child_lock(child->mutex_);
+        (child->coverage_.empty() ? dead : live).push_back(child);
+      }
+    }
+    if (!dead.empty()) {
+      std::vector<NodeRef> detached;
+      {
+        ExclusiveLock parent_lock(parent->mutex_);
+        for (auto& candidate : dead) {
+          ExclusiveLock child_lock(candidate->mutex_);
+          // NOTE: re-checked under both locks: a store may have revived it since the shared pass.
+          if (!candidate->coverage_.empty() || candidate->detached_) continue;
+          const RadixNode* current = parent->children_.find(candidate->edge_.front().local);
+          if (current != candidate.get()) continue;
+          parent->children_.erase(candidate->edge_.front().local);
+          if (parent->continuation_ == candidate) parent->continuation_ = NodeRef{};
+          ++parent->shape_version_;
+          // Marked here, under the parent's lock, so no lookup-guided writer can use it afterwards.
+          candidate->detached_ = true;
+          ++candidate->shape_version_;
+          detached.push_back(candidate);
+        }
+      }
+      for (auto& subtree : detached) dismantle(std::move(subtree), stats);
+    }
+    for (auto& child : live) stack.push_back(std::move(child));
+  }
+  last_cleanup_ns_.store(steady_now_ns(), std::memory_order_relaxed);
+  cleanup_scheduled_.store(false, std::memory_order_release);
+  return stats;
+}
+
+void ConcurrentRadixTree::dismantle(NodeRef subtree_root, CleanupStats& stats) {
+  std::vector<NodeRef> stack;
+  stack.push_back(std::move(subtree_root));
+  while (!stack.empty()) {
+    NodeRef node = std::move(stack.back());
+    stack.pop_back();
+    ExclusiveLock lock(node->mutex_);
+    node->detached_ = true;
+    ++node->shape_version_;
+    // A remover may still be walking down to these nodes; its coverage is dropped here so the
+    // per-stream counts stay exact, and it will find nothing left to drop.
+    for (const auto& entry : node->coverage_.entries()) {
+      registry_.add_blocks(entry.slot, -static_cast<std::int64_t>(entry.covered));
+    }
+    node->coverage_.clear();
+    ++stats.nodes_removed;
+    stats.blocks_removed += node->edge_.size();
+    node_count_.fetch_sub(1, std::memory_order_relaxed);
+    attached_blocks_.fetch_sub(node->edge_.size(), std::memory_order_relaxed);
+    std::vector<EdgeBlock>().swap(node->edge_);  // stale lookups may pin the node; free its edge
+    node->continuation_ = NodeRef{};
+    for (auto& [key, child] : node->children_.take_all()) stack.push_back(std::move(child));
+  }
+}
+
+}  // namespace kvidx

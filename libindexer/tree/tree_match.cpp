@@ -1,0 +1,99 @@
+// ConcurrentRadixTree, match path: prefix-overlap scores for a query, read hand over hand under
+// shared locks while writers run. Locking rules and invariants: radix_tree.h.
+#include "libindexer/tree/radix_tree.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace kvidx {
+
+namespace {
+
+std::uint32_t to_u32(std::size_t n) { return static_cast<std::uint32_t>(n); }
+
+}  // namespace
+
+OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> query, bool early_exit) const {
+  OverlapScores out;
+  if (query.empty()) return out;
+
+  struct Hit {
+    WorkerSlot slot;
+    std::uint32_t score;
+  };
+  // NOTE: per-thread scratch keeps the traversal free of heap allocation after warm-up.
+  thread_local std::vector<Hit> hits;
+  thread_local std::vector<std::uint32_t> active;  // indices into hits, ascending slot order
+  hits.clear();
+  active.clear();
+
+  SharedLock lock(root_->mutex_);
+  const RadixNode* node = root_.get();
+  std::uint32_t depth = 0;
+  bool first = true;
+  while (depth < query.size()) {
+    const RadixNode* child = node->children_.find(query[depth]);
+    if (child == nullptr) break;
+    SharedLock child_lock(child->mutex_);
+    lock = std::move(child_lock);  // NOTE: hand over hand: child locked before parent released
+    node = child;
+
+    const std::uint32_t length = child->edge_length();
+    std::uint32_t matched = 1;  // the child key is the edge's first local hash
+    while (matched < length && depth + matched < query.size() &&
+           child->edge_[matched].local == query[depth + matched]) {
+      ++matched;
+    }
+    const auto coverage = child->coverage_.entries();
+    if (first) {
+      first = false;
+      for (const auto& entry : coverage) {
+        const std::uint32_t reach = std::min(entry.covered, matched);
+        hits.push_back(Hit{entry.slot, depth + reach});
+        if (reach == length) active.push_back(to_u32(hits.size() - 1));
+      }
+    } else {
+      const bool gallop = coverage.size() > 4 * active.size();
+      std::size_t kept = 0;
+      const CoverageEntry* cursor = coverage.data();
+      const CoverageEntry* const end = coverage.data() + coverage.size();
+      for (const std::uint32_t index : active) {
+        const WorkerSlot slot = hits[index].slot;
+        if (gallop) {
+          cursor = std::lower_bound(cursor, end, slot, [](const CoverageEntry& e, WorkerSlot s) { return e.slot < s; });
+        } else {
+          while (cursor != end && cursor->slot < slot) ++cursor;
+        }
+        const std::uint32_t covered = (cursor != end && cursor->slot == slot) ? cursor->covered : 0;
+        const std::uint32_t reach = std::min(covered, matched);
+        hits[index].score = depth + reach;
+        if (reach == length) active[kept++] = index;
+      }
+      active.resize(kept);
+    }
+    depth += matched;
+    if (matched < length || active.empty()) break;
+    if (early_exit && active.size() == 1) break;
+  }
+  lock.unlock();
+
+  std::uint32_t max_score = 0;
+  out.scores.reserve(hits.size());
+  out.tree_sizes.reserve(hits.size());
+  for (const auto& hit : hits) {
+    const WorkerWithDpRank stream = registry_.stream_of(hit.slot);
+    // Each slot appears once in hits, so the results need no lookups.
+    out.scores.append(stream, hit.score);
+    out.tree_sizes.append(stream, static_cast<std::size_t>(std::max<std::int64_t>(0, registry_.block_count(hit.slot))));
+    max_score = std::max(max_score, hit.score);
+  }
+  // frequencies[d] = streams whose match reaches past depth d.
+  out.frequencies.assign(max_score, 0);
+  for (const auto& hit : hits) {
+    if (hit.score > 0) ++out.frequencies[hit.score - 1];
+  }
+  for (std::size_t d = max_score; d-- > 1;) out.frequencies[d - 1] += out.frequencies[d];
+  return out;
+}
+
+}  // namespace kvidx

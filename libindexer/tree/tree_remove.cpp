@@ -1,0 +1,162 @@
+// ConcurrentRadixTree, remove path: Removed events cut a stream's coverage at the removed block and
+// drop it from everything below; clears, stream removal and worker sweeps drop whole streams.
+// Nodes left without holders stay attached for cleanup (tree_cleanup.cpp). Locking rules and
+// invariants: radix_tree.h.
+#include "libindexer/tree/radix_tree.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kvidx {
+
+namespace {
+
+// A block of a Removed event, located before any cut is made.
+struct RemovalTarget {
+  NodeRef node;
+  ExternalSequenceBlockHash hash;
+  std::uint32_t depth = 0;
+};
+
+}  // namespace
+
+ApplyResult ConcurrentRadixTree::apply_removed(WorkerLookup& lookup, WorkerSlot slot,
+                                               std::span<const ExternalSequenceBlockHash> hashes,
+                                               const NodeRef& hint) {
+  std::vector<RemovalTarget> targets;
+  targets.reserve(hashes.size());
+  std::size_t unknown = 0;
+  for (const auto hash : hashes) {
+    const LookupEntry* entry = lookup.find(hash);
+    if (entry == nullptr) {
+      // NOTE: a block an earlier cut dropped counts as known whether that cut scrubbed its entry
+      // (dropped mark) or left it stale (below): which one depends on other streams' splits, the
+      // result must not (WorkerLookup).
+      if (!lookup.was_dropped(hash)) ++unknown;
+      continue;
+    }
+    const LookupEntry recorded = *entry;
+    std::optional<LockedBlock> held;
+    if (hint && hint != recorded.node) held = locate_held_block(slot, hint, hash, recorded.depth);
+    if (!held) held = locate_held_block(slot, recorded.node, hash, recorded.depth);
+    if (!held) continue;  // no longer held (cut below an earlier removal): the entry is scrubbed below
+    targets.push_back(RemovalTarget{held->node, hash, recorded.depth});
+  }
+  // NOTE: deepest first. Cutting a suffix scrubs the lookup entries of its own edge while the
+  // stream still holds it; the later, shallower cut then drops what remains below. Within one node
+  // the shallowest position wins, so the result is the cut at the minimum position whatever the
+  // order of the hashes in the event.
+  std::sort(targets.begin(), targets.end(),
+            [](const RemovalTarget& a, const RemovalTarget& b) { return a.depth > b.depth; });
+  for (auto& target : targets) {
+    std::optional<LockedBlock> held = locate_held_block(slot, std::move(target.node), target.hash, target.depth);
+    if (held) cut_locked(&lookup, slot, *held);
+  }
+  for (const auto hash : hashes) lookup.forget(hash);
+  if (unknown > 0) {
+    return {ApplyStatus::block_not_found,
+            std::to_string(unknown) + " of " + std::to_string(hashes.size()) + " removed blocks unknown"};
+  }
+  return ApplyResult::success();
+}
+
+void ConcurrentRadixTree::cut_locked(WorkerLookup* lookup, WorkerSlot slot, LockedBlock& at) {
+  RadixNode& n = *at.node;
+  const std::uint32_t position = at.position;
+  const std::uint32_t before = n.coverage_.covered(slot);
+  if (before <= position) return;
+  n.coverage_.set(slot, position);
+  registry_.add_blocks(slot, -static_cast<std::int64_t>(before - position));
+  if (lookup != nullptr) {
+    for (std::uint32_t i = position; i < before; ++i) lookup->scrub_dropped(n.edge_[i].external);
+  }
+  if (n.coverage_.empty()) note_coverage_lost(n);
+  if (before < n.edge_length()) return;  // a partial holder holds nothing below (prefix closure)
+  std::vector<NodeRef> below;
+  below.reserve(n.children_.size());
+  for (const auto& [key, child] : n.children_.entries()) below.push_back(child);
+  at.lock.unlock();
+  drop_from_subtrees(slot, std::move(below));
+}
+
+void ConcurrentRadixTree::drop_from_subtrees(WorkerSlot slot, std::vector<NodeRef> stack) {
+  // Lookup entries of these blocks are left in place: they are stale and get scrubbed when the
+  // stream names them again (remove, parent of a store) or clears.
+  while (!stack.empty()) {
+    NodeRef node = std::move(stack.back());
+    stack.pop_back();
+    ExclusiveLock lock(node->mutex_);
+    const std::uint32_t had = node->coverage_.set(slot, 0);
+    if (had == 0) continue;
+    registry_.add_blocks(slot, -static_cast<std::int64_t>(had));
+    if (node->coverage_.empty()) note_coverage_lost(*node);
+    if (had == node->edge_length()) {
+      for (const auto& [key, child] : node->children_.entries()) stack.push_back(child);
+    }
+  }
+}
+
+void ConcurrentRadixTree::drop_stream(WorkerLookup& lookup, WorkerSlot slot) {
+  std::vector<NodeRef> nodes;
+  nodes.reserve(lookup.size());
+  lookup.for_each([&](ExternalSequenceBlockHash, const LookupEntry& entry) { nodes.push_back(entry.node); });
+  std::sort(nodes.begin(), nodes.end(), [](const NodeRef& a, const NodeRef& b) { return a.get() < b.get(); });
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  for (auto& node : nodes) {
+    ExclusiveLock lock(node->mutex_);
+    if (node->detached_) continue;
+    LockedBlock at{std::move(node), std::move(lock), 0};
+    cut_locked(nullptr, slot, at);
+  }
+  lookup.clear();
+  // Every held block has an entry leading to it, so this is a safety net, not the common path.
+  if (registry_.block_count(slot) != 0) sweep_slots({slot});
+}
+
+void ConcurrentRadixTree::sweep_slots(const std::vector<WorkerSlot>& slots) {
+  std::vector<NodeRef> stack;
+  {
+    SharedLock root_lock(root_->mutex_);
+    for (const auto& [key, child] : root_->children_.entries()) stack.push_back(child);
+  }
+  while (!stack.empty()) {
+    NodeRef node = std::move(stack.back());
+    stack.pop_back();
+    ExclusiveLock lock(node->mutex_);
+    bool held_fully = false;
+    bool dropped = false;
+    for (const WorkerSlot slot : slots) {
+      const std::uint32_t had = node->coverage_.set(slot, 0);
+      if (had == 0) continue;
+      dropped = true;
+      registry_.add_blocks(slot, -static_cast<std::int64_t>(had));
+      held_fully = held_fully || had == node->edge_length();
+    }
+    if (dropped && node->coverage_.empty()) note_coverage_lost(*node);
+    if (held_fully) {
+      for (const auto& [key, child] : node->children_.entries()) stack.push_back(child);
+    }
+  }
+}
+
+void ConcurrentRadixTree::remove_stream(DirectLookup& lookup, WorkerWithDpRank stream) {
+  const auto slot = registry_.find(stream);
+  auto it = lookup.find(stream);
+  if (it != lookup.end()) {
+    if (slot) drop_stream(it->second, *slot);
+    lookup.erase(it);
+  } else if (slot && registry_.block_count(*slot) != 0) {
+    sweep_slots({*slot});
+  }
+}
+
+void ConcurrentRadixTree::remove_worker_sweep(WorkerId worker_id) {
+  std::vector<WorkerSlot> slots = registry_.slots_of_worker(worker_id);
+  std::erase_if(slots, [&](WorkerSlot slot) { return registry_.block_count(slot) == 0; });
+  if (!slots.empty()) sweep_slots(slots);
+}
+
+}  // namespace kvidx
