@@ -8,7 +8,7 @@
 
 #include "libbus/codec/event_codec.h"
 #include "libbus/event_chunks.h"
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/event_histories.h"
 

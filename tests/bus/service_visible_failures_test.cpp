@@ -21,7 +21,7 @@
 #include "libbus/nats_jetstream.h"
 #include "libbus/service.h"
 #include "libbus/subjects.h"
-#include "libindexer/lane_indexer.h"
+#include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/event_histories.h"
 #include "tests/support/nats_server.h"
