@@ -15,7 +15,7 @@
 #include <optional>
 #include <thread>
 
-#include "libbus/log_throttle.h"
+#include "libbus/log_rate_limiter.h"
 #include "libbus/metrics.h"
 
 namespace kvidx::bus {
@@ -38,7 +38,7 @@ struct HttpServer::Impl {
   std::uint16_t bound_port = 0;
   std::atomic<std::uint64_t> accept_errors{0};
   std::atomic<std::size_t> open{0};
-  LogThrottle accept_error_log{std::chrono::seconds(10)};
+  LogRateLimiter accept_error_log;  // one kind: "accept"
 
   // Open connections, oldest first; touched only on the I/O thread.
   struct Connection {
@@ -132,10 +132,9 @@ struct HttpServer::Impl {
         accept_errors.fetch_add(1, std::memory_order_relaxed);
         if (options.accept_errors != nullptr) options.accept_errors->inc();
         ++failed_in_row;
-        std::uint64_t suppressed = 0;
-        if (accept_error_log.allow(suppressed)) {
-          spdlog::warn("HTTP accept failed: {} ({} open connection(s); {} more failure(s) not logged); retrying",
-                       ec.message(), connections.size(), suppressed);
+        if (const auto v = accept_error_log.admit("accept"); v.log) {
+          spdlog::warn("HTTP accept failed: {} ({} open connection(s)){}; retrying", ec.message(), connections.size(),
+                       suppressed_note(v));
         }
         backoff_timer.expires_after(backoff);
         co_await backoff_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));

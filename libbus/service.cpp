@@ -21,7 +21,6 @@
 #include "libbus/codec/untrusted_text.h"
 #include "libbus/event_chunks.h"
 #include "libbus/log_rate_limiter.h"
-#include "libbus/log_throttle.h"
 #include "libbus/metrics.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
@@ -164,7 +163,6 @@ struct KvidxService::Impl {
   Counter* snapshot_failures_total = nullptr;
   Counter* reply_too_large_total = nullptr;
   Counter* reply_failures_total = nullptr;
-  LogThrottle reply_failure_log{std::chrono::seconds(10)};
   Counter* lifecycle_total = nullptr;
   Counter* lifecycle_rejected = nullptr;
   Counter* local_batches_total = nullptr;
@@ -769,16 +767,16 @@ struct KvidxService::Impl {
     if (request.reply().empty()) return;
     auto sent = send_reply(query_conn, request, body, request.subject());
     if (sent.ok() && sent.value() == ReplyShape::too_large) reply_too_large_total->inc();
-    std::uint64_t suppressed = 0;
     if (!sent.ok()) {
       reply_failures_total->inc();
-      if (reply_failure_log.allow(suppressed)) {
-        spdlog::warn("reply on {} failed: {} ({} more not logged)", request.subject(), sent.error().message, suppressed);
+      if (const auto v = warnings.admit("reply_failure"); v.log) {
+        spdlog::warn("reply on {} failed: {}{}", request.subject(), sent.error().message, suppressed_note(v));
       }
-    } else if (sent.value() == ReplyShape::too_large && reply_failure_log.allow(suppressed)) {
-      spdlog::warn("a reply on {} of {} bytes exceeds the server's max_payload; answered reply_too_large ({} more "
-                   "not logged)",
-                   request.subject(), body.size(), suppressed);
+    } else if (sent.value() == ReplyShape::too_large) {
+      if (const auto v = warnings.admit("reply_too_large"); v.log) {
+        spdlog::warn("a reply on {} of {} bytes exceeds the server's max_payload; answered reply_too_large{}",
+                     request.subject(), body.size(), suppressed_note(v));
+      }
     }
   }
 
