@@ -1,13 +1,9 @@
 #include "bridge/router_event_sink.h"
 
-#include "libindexer/lanes/lane_indexer.h"
-
 namespace kvidx::bridge {
 
 SinkStatus LaneIndexerSink::deliver(std::span<const RouterEvent> events) {
-  for (const RouterEvent& event : events) {
-    if (indexer_.enqueue_event(event) != IndexerStatus::ok) return SinkStatus::failure("indexer is offline");
-  }
+  if (feed_.deliver_copy(events) != IndexerStatus::ok) return SinkStatus::failure("indexer is offline");
   return {};
 }
 

@@ -9,11 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "libindexer/intake/intake_feed.h"
 #include "libindexer/protocol.h"
-
-namespace kvidx {
-class LaneIndexer;
-}
 
 namespace kvidx::bridge {
 
@@ -41,16 +38,18 @@ class RouterEventSink {
   virtual SinkStatus deliver(std::span<const RouterEvent> events) = 0;
 };
 
-// Enqueues onto a LaneIndexer's lanes. NOTE: this bypasses KvidxService's StreamSequencer, which
-// is fine: the bridge already orders batches by engine sequence and emits explicit `cleared`
-// events for restarts and (with clear_on_gap) for unrecoverable gaps.
+// Enqueues onto a LaneIndexer's lanes through the service's intake (libindexer/intake/: duplicate
+// event_ids skipped, gaps counted, restarts cleared, optionally clear on gap), so a bridge
+// embedded next to a bare LaneIndexer builds the index a `kvidx serve` would from its events.
 class LaneIndexerSink final : public RouterEventSink {
  public:
-  explicit LaneIndexerSink(LaneIndexer& indexer) : indexer_(indexer) {}
+  explicit LaneIndexerSink(LaneIndexer& indexer, IntakeOptions options = {}) : feed_(indexer, options) {}
   SinkStatus deliver(std::span<const RouterEvent> events) override;
+  // Duplicates skipped, gaps, restarts so far.
+  const IntakeTally& intake_totals() const { return feed_.totals(); }
 
  private:
-  LaneIndexer& indexer_;
+  IntakeFeed feed_;
 };
 
 }  // namespace kvidx::bridge

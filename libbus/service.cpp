@@ -31,7 +31,7 @@
 #include "libindexer/hashing.h"
 #include "libindexer/load/active_load.h"
 #include "libindexer/lanes/lane_indexer.h"
-#include "libindexer/intake/stream_sequencer.h"
+#include "libindexer/intake/event_intake.h"
 
 namespace kvidx::bus {
 namespace {
@@ -48,7 +48,8 @@ struct KvidxService::Impl {
       : config(std::move(c)),
         subjects(config.subject_prefix),
         indexer(LaneIndexerOptions{config.lanes == 0 ? 1 : config.lanes, config.approximate}),
-        sequencer(StreamSequencerOptions{0, config.clear_on_gap, config.max_streams}) {
+        intake(IntakeOptions{StreamSequencerOptions{0, config.clear_on_gap, config.max_streams}}),
+        sequencer(intake.sequencer()) {
     register_metrics();
   }
 
@@ -84,7 +85,8 @@ struct KvidxService::Impl {
   // callbacks, admin removals, snapshot capture), so the sequencer and the dispatched sequence are
   // always consistent with what the lanes have been given.
   std::mutex dispatch_mutex;
-  StreamSequencer sequencer;
+  EventIntake intake;  // the event-ordering rules, shared with offline replay and the bridge's sinks
+  StreamSequencer& sequencer;  // intake's watermarks (stream limit, snapshots, removals)
   std::uint64_t dispatched_sequence = 0;
   std::uint64_t restored_sequence = 0;
   std::uint64_t history_trimmed = 0;  // set once at start
@@ -381,41 +383,18 @@ struct KvidxService::Impl {
   }
 
   // Caller holds dispatch_mutex for this and the hand_to_lanes() that must follow. Runs the
-  // sequencer over `events` and moves those to apply into `to_lanes`. Returns how many.
+  // intake's ordering rules over `events` and moves those to apply into `to_lanes` (with the
+  // clears restarts need); counts duplicates, gaps and resets. Returns how many events to apply.
   std::size_t sequence_events(std::vector<RouterEvent>& events) {
-    std::size_t accepted = 0;
-    for (RouterEvent& e : events) {
-      const auto kind = static_cast<std::size_t>(kind_of(e.event.data));
-      const SequenceDecision d = sequencer.observe(e.stream(), e.event.event_id);
-      if (!d.should_apply()) {
-        events_by[kind][1]->inc();
-        continue;
-      }
-      if (d.verdict == SequenceVerdict::gap) {
-        gaps_total->inc();
-        missing_total->inc(d.missing);
-        if (d.first_gap_in_stream) {
-          spdlog::warn("event gap on worker {} rank {}: {} event(s) missing before event_id {} (logged once per stream)",
-                       e.worker_id, e.event.dp_rank, d.missing, e.event.event_id);
-        }
-      } else if (d.verdict == SequenceVerdict::reset) {
-        resets_total->inc();
-        spdlog::info("worker {} rank {} restarted (event_id {}): clearing its blocks", e.worker_id, e.event.dp_rank,
-                     e.event.event_id);
-      }
-      if (d.clear_stream_first) {
-        RouterEvent clear;
-        clear.worker_id = e.worker_id;
-        clear.event.event_id = e.event.event_id;
-        clear.event.dp_rank = e.event.dp_rank;
-        clear.event.data = KvCacheClearData{};
-        to_lanes.push_back(std::move(clear));
-      }
-      to_lanes.push_back(std::move(e));
-      ++to_lanes_by_kind[kind];
-      ++accepted;
+    const IntakeTally t = intake.admit(events, to_lanes);
+    for (std::size_t kind = 0; kind < 3; ++kind) {
+      if (t.duplicates_by_kind[kind] > 0) events_by[kind][1]->inc(t.duplicates_by_kind[kind]);
+      to_lanes_by_kind[kind] += t.accepted_by_kind[kind];
     }
-    return accepted;
+    if (t.gaps > 0) gaps_total->inc(t.gaps);
+    if (t.missing_events > 0) missing_total->inc(t.missing_events);
+    if (t.resets > 0) resets_total->inc(t.resets);
+    return t.accepted();
   }
 
   // Caller holds dispatch_mutex. Hands `to_lanes` over: one lock and wake-up per lane, not per event.

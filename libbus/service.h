@@ -6,7 +6,8 @@
 //   JetStream: fetch thread (only pulls, so the server keeps streaming) -> bounded hand-off of
 //   fetched batches -> dispatch thread: decode (event_codec fast path) and subject/payload worker
 //   check outside the dispatch lock (else dead letter) -> under the lock, for the whole batch:
-//   StreamSequencer (duplicate skip / gap count / restart reset) -> LaneIndexer::enqueue_event
+//   EventIntake (libindexer/intake/: duplicate skip / gap count / restart reset; the same rules
+//   offline replay uses) -> LaneIndexer::enqueue_events
 //   -> lanes apply -> the acker thread's flush() barrier (one per acker cycle, covering every
 //   batch queued since the last) -> cumulative AckAll of the newest batch's last message. So an
 //   acknowledged event has always been applied; a crash before the ack only causes a

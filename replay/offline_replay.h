@@ -1,6 +1,8 @@
-// Offline replay: applies an event log through the same sticky lanes as the service (so each
-// (worker, rank) stream keeps its order), then flushes. The indexer it leaves behind answers
-// queries, dumps and stats exactly as the live service would have after the same events.
+// Offline replay: applies an event log through the service's intake (the same event-ordering rules:
+// duplicate event_ids skipped, gaps counted, a publisher restart clears its stream first,
+// optionally clear on gap) and the same sticky lanes (so each (worker, rank) stream keeps its
+// order), then flushes. The indexer it leaves behind answers queries, dumps and stats exactly as
+// the live service would have after the same messages in the same order.
 #pragma once
 
 #include <array>
@@ -11,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "libindexer/intake/event_intake.h"
 #include "libindexer/lanes/lane_indexer.h"
 #include "replay/event_log_reader.h"
 
@@ -29,11 +32,15 @@ struct ReplayOptions {
   // Once true (e.g. set by a SIGINT handler), reading stops; what was read is still applied.
   const std::atomic<bool>* stop = nullptr;
   DecodeLimits limits;
+  // The service's ordering options (`--clear-on-gap`). Per-stream log lines are off by default:
+  // the summary reports the counts.
+  IntakeOptions intake{StreamSequencerOptions{}, false};
 };
 
 struct ReplaySummary {
   EventLogReadStats read;
   std::array<std::uint64_t, 3> events_by_kind{};  // indexed by EventKind
+  IntakeTally intake;                              // duplicates skipped, gaps, restarts (as the service's stats)
   LaneIndexerMetrics applied;                     // results as counted by the lanes
   double seconds = 0;
   bool interrupted = false;  // `stop` ended the read early: the counts cover a prefix of the log

@@ -17,6 +17,8 @@ void add_offline_flags(CLI::App& cmd, OfflineFlags& flags, bool events_required)
       ->capture_default_str();
   cmd.add_flag("--strict", flags.strict, "Stop at the first bad line with file:line: reason");
   cmd.add_flag("--fail-on-bad", flags.fail_on_bad, "Exit 3 if any line was bad");
+  cmd.add_flag("--clear-on-gap", flags.clear_on_gap,
+               "On an event_id gap, clear that stream's blocks first (as `kvidx serve --clear-on-gap`)");
 }
 
 OfflineIndex build_offline_index(const OfflineFlags& flags, const char* command) {
@@ -33,6 +35,7 @@ OfflineIndex build_offline_index(const OfflineFlags& flags, const char* command)
   options.bad_lines = flags.strict ? BadLinePolicy::stop : BadLinePolicy::skip;
   options.progress = !flags.quiet && isatty(STDERR_FILENO) != 0;
   options.stop = flags.stop;
+  options.intake.sequencing.clear_on_gap = flags.clear_on_gap;
   out.summary = replay_event_log(*out.indexer, options);
   // A log that could not be opened has nothing to summarise: the one-line error says it all.
   const bool nothing_read = !out.summary.ok() && out.summary.read.lines == 0;

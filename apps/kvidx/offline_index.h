@@ -20,11 +20,13 @@ struct OfflineFlags {
   std::size_t lanes = 2;
   bool strict = false;
   bool fail_on_bad = false;
+  bool clear_on_gap = false;  // as `kvidx serve --clear-on-gap`
   bool quiet = false;
   const std::atomic<bool>* stop = nullptr;  // set: a SIGINT/SIGTERM ends the read (exit code 130)
 };
 
-// Adds --events (required unless `events_optional`), --lanes, --strict, --fail-on-bad.
+// Adds --events (required unless `events_optional`), --lanes, --strict, --fail-on-bad,
+// --clear-on-gap.
 void add_offline_flags(CLI::App& cmd, OfflineFlags& flags, bool events_required);
 
 struct OfflineIndex {

@@ -81,6 +81,11 @@ int run_offline(StatsFlags& flags) {
            {"edge_length_histogram", histogram_json(histogram)},
            {"events_by_type", by_type},
            {"events_by_result", by_result},
+           // The intake's ordering counters, named as in the live stats.
+           {"duplicates", built.summary.intake.duplicates()},
+           {"gaps", built.summary.intake.gaps},
+           {"missing_events", built.summary.intake.missing_events},
+           {"resets", built.summary.intake.resets},
            {"bad_lines", built.summary.read.bad_lines}};
   std::cout << out.dump() << '\n';
   return built.exit_code;

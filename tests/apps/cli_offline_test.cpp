@@ -33,13 +33,20 @@ std::string read_file(const std::string& path) {
   return buffer.str();
 }
 
+// `e` as its publisher's event number `id` (ids rise per (worker, rank); a repeated id would be a
+// duplicate, skipped offline as live).
+RouterEvent with_id(RouterEvent e, std::uint64_t id) {
+  e.event.event_id = id;
+  return e;
+}
+
 // Two workers sharing [1,2,3]; worker 1 continues with [4,5], worker 2 with [6]; worker 2 rank 1 holds [1].
 void write_sample_log(const std::string& path, bool with_bad_line) {
   EventLogWriter out(path);
   out.write(make_store_event(1, {1, 2, 3}));
-  out.write(make_store_event_with_parent(1, {1, 2, 3}, {4, 5}));
+  out.write(with_id(make_store_event_with_parent(1, {1, 2, 3}, {4, 5}), 1));
   out.write(make_store_event(2, {1, 2, 3}));
-  out.write(make_store_event_with_parent(2, {1, 2, 3}, {6}));
+  out.write(with_id(make_store_event_with_parent(2, {1, 2, 3}, {6}), 1));
   out.write(make_store_event_with_dp_rank(2, {1}, 1));
   if (with_bad_line) out.write_raw_line(R"({"worker_id": -4, "event": {}})");
   out.write_raw_line("");
@@ -133,8 +140,9 @@ TEST_CASE("replay: a line with bytes after its event is a bad line, --strict sto
   {
     EventLogWriter out(path);
     out.write(make_store_event(1, {1, 2, 3}));
-    out.write_raw_line(encode_router_event(make_store_event_with_parent(1, {1, 2, 3}, {4})) + " \t");  // whitespace: fine
-    std::string garbage = encode_router_event(make_store_event_with_parent(1, {1, 2, 3, 4}, {5}));
+    out.write_raw_line(encode_router_event(with_id(make_store_event_with_parent(1, {1, 2, 3}, {4}), 1)) +
+                       " \t");  // whitespace: fine
+    std::string garbage = encode_router_event(with_id(make_store_event_with_parent(1, {1, 2, 3, 4}, {5}), 2));
     const std::size_t offset = garbage.size();
     garbage.append(std::string("\0\0garbage", 9));
     out.write_raw_line(garbage);
