@@ -1,7 +1,7 @@
 # kvidx image built only from Debian 12 packages (the same list scripts/lib.sh installs).
 FROM debian:12-slim AS build
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      build-essential cmake ninja-build pkg-config libnats-dev nlohmann-json3-dev libboost-dev \
+      build-essential cmake ninja-build pkg-config ccache libnats-dev nlohmann-json3-dev libboost-dev \
       libspdlog-dev libfmt-dev doctest-dev libcli11-dev libxxhash-dev libbenchmark-dev zlib1g-dev \
       libzmq3-dev cppzmq-dev libmsgpack-cxx-dev \
     && rm -rf /var/lib/apt/lists/*

@@ -46,7 +46,7 @@ std::set<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>>
 
 TEST_SUITE("integration") {
 
-TEST_CASE("capture of a live stream replays to the service's own dump; score and stats read the service") {
+TEST_CASE("capture of a live stream replays to the service's own dump, score and stats read the service") {
   NatsServer server;
   TempDir dir;
   // 40 workers x 2 ranks: chains sharing a system prompt, some removals.

@@ -112,7 +112,7 @@ TEST_CASE("event chunks: the chunker packs a tree with a long edge into bodies u
   CHECK(replayed(decoded) == normal_form(*dump));
 }
 
-TEST_CASE("event chunks: a long removed event splits into runs of its hashes; a block larger than the limit is an error") {
+TEST_CASE("event chunks: a long removed event splits into runs of its hashes, a block larger than the limit is an error") {
   std::vector<ExternalSequenceBlockHash> hashes;
   for (std::uint64_t i = 0; i < 5000; ++i) hashes.push_back(ExternalSequenceBlockHash{0x9E3779B97F4A7C15ull * (i + 1)});
   const RouterEvent removal = testing::remove_event(9, 4, 2, hashes);

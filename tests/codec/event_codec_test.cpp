@@ -165,7 +165,7 @@ TEST_CASE("syntax errors, trailing garbage, oversize and deep nesting are reject
   CHECK(many.error().message() == "event.data.stored.blocks: 2 blocks exceed the limit of 1 per event");
 }
 
-TEST_CASE("a batch is an array of events decoded in order; errors carry the index") {
+TEST_CASE("a batch is an array of events decoded in order, errors carry the index") {
   const std::string batch = std::string("[") + kSpecStored + "," + kSpecRemoved + "," + kSpecCleared + "]";
   auto decoded = decode_router_events(batch);
   REQUIRE(decoded.ok());

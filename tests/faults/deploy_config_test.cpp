@@ -65,7 +65,7 @@ TEST_CASE("deploy: kvidx serve runs with the compose config against a real nats-
   CHECK(serve.stop(SIGTERM) == 0);
 }
 
-TEST_CASE("deploy: docker-compose mounts the config where the Dockerfile reads it; the Dockerfile has lib.sh's build packages") {
+TEST_CASE("deploy: docker-compose mounts the config where the Dockerfile reads it, the Dockerfile has lib.sh's build packages") {
   const std::string compose = source_file("docker-compose.yml");
   const std::string dockerfile = source_file("Dockerfile");
   CHECK(compose.find("./deploy/kvidx.toml:/etc/kvidx/kvidx.toml:ro") != std::string::npos);

@@ -167,7 +167,7 @@ TEST_CASE("hostile: u64 overflow and negative numbers are rejected with the fiel
             .rfind("event.data.removed.block_hashes[0]: expected an unsigned 64-bit integer", 0) == 0);
 }
 
-TEST_CASE("hostile: through the service, each bad message is dead-lettered with its reason and counted; valid but "
+TEST_CASE("hostile: through the service, each bad message is dead-lettered with its reason and counted, valid but "
           "inapplicable events are counted by the tree and never corrupt it") {
   NatsServer server;
   bus::ServiceConfig config;
@@ -468,7 +468,7 @@ TEST_CASE("hostile: a flood of malformed messages and queries makes a handful of
   CHECK(accounted == kBadMessages);
 }
 
-TEST_CASE("hostile: kvidx serve --max-streams bounds distinct (worker, rank) streams; removing a worker frees its places") {
+TEST_CASE("hostile: kvidx serve --max-streams bounds distinct (worker, rank) streams, removing a worker frees its places") {
   NatsServer server;
   TempDir dir;
   bus::Connection conn = connect_to(server);
@@ -563,7 +563,7 @@ TEST_CASE("hostile: rejected score queries are counted by reason in kvidx_querie
         Json{{"bad_json", 2}, {"limit", 1}, {"missing_field", 1}, {"wrong_type", 3}, {"invalid_value", 1}});
 }
 
-TEST_CASE("hostile: a dead letter over the server's max_payload is published truncated and counted as published; "
+TEST_CASE("hostile: a dead letter over the server's max_payload is published truncated and counted as published, "
           "one that cannot be published at all is counted as a failure") {
   {
     NatsServer server(testing::NatsServerOptions::with_max_payload(4096));

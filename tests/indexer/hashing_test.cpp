@@ -49,7 +49,7 @@ TEST_CASE("a trailing partial block is not hashed and block size zero hashes not
   CHECK(compute_block_hashes(tokens, 0).empty());
 }
 
-TEST_CASE("LoRA name and cache namespace change the seed; empty strings count as absent") {
+TEST_CASE("LoRA name and cache namespace change the seed, empty strings count as absent") {
   CHECK(block_hash_seed() == kBlockHashSeed);
   CHECK(block_hash_seed("", "") == kBlockHashSeed);
   const auto lora = block_hash_seed("my-lora");
