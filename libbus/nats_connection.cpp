@@ -26,7 +26,8 @@ void on_reconnected(natsConnection* nc, void*) {
   natsConnection_GetConnectedUrl(nc, url, sizeof(url));
   spdlog::info("NATS reconnected to {}", redact_url(url));
 }
-void on_async_error(natsConnection* nc, natsSubscription*, natsStatus err, void*) {
+void on_async_error(natsConnection* nc, natsSubscription*, natsStatus err, void* quiet) {
+  if (quiet != nullptr) return;  // the caller reports last_error() itself
   // NOTE: the server's own text says what was refused (e.g. "Permissions Violation for Publish to
   // kv.events.8"); it names subjects, never credentials.
   const char* text = nullptr;
@@ -111,23 +112,6 @@ BusStatus apply_auth(natsOptions* opts, const NatsAuth& auth, bool tls_url) {
 
 }  // namespace
 
-std::string describe_auth(const NatsAuth& auth) {
-  std::vector<std::string> parts;
-  if (!auth.creds_file.empty()) parts.push_back("creds " + auth.creds_file);
-  if (!auth.nkey_seed_file.empty()) parts.push_back("nkey " + auth.nkey_seed_file);
-  if (!auth.user.empty()) parts.push_back("user " + auth.user);
-  if (!auth.password.empty()) parts.emplace_back("password (set)");
-  if (!auth.token.empty()) parts.emplace_back("token (set)");
-  if (!auth.tls_ca.empty()) parts.push_back("tls ca " + auth.tls_ca);
-  if (!auth.tls_cert.empty()) parts.push_back("tls cert " + auth.tls_cert + " key " + auth.tls_key);
-  if (auth.tls_first) parts.emplace_back("tls first");
-  if (!auth.inbox_prefix.empty()) parts.push_back("inbox prefix " + auth.inbox_prefix);
-  if (parts.empty()) return "none";
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
-  return out;
-}
-
 Connection::Connection(Connection&& other) noexcept
     : nc_(std::exchange(other.nc_, nullptr)),
       opts_(std::exchange(other.opts_, nullptr)),
@@ -170,7 +154,7 @@ BusResult<Connection> Connection::connect(const ConnectionOptions& options) {
   std::vector<const char*> url_ptrs;
   for (const auto& u : urls) url_ptrs.push_back(u.c_str());
   const bool tls_url = std::any_of(urls.begin(), urls.end(), is_tls_url);
-  if (auto s = apply_auth(conn.opts_, options.auth, tls_url); !s.ok()) return s.error();
+  if (auto applied = apply_auth(conn.opts_, options.auth, tls_url); !applied.ok()) return applied.error();
   if (!options.auth.inbox_prefix.empty()) {
     if (natsStatus st = natsOptions_SetCustomInboxPrefix(conn.opts_, options.auth.inbox_prefix.c_str()); st != NATS_OK) {
       return nats_error(st, "inbox prefix " + options.auth.inbox_prefix);
@@ -188,7 +172,8 @@ BusResult<Connection> Connection::connect(const ConnectionOptions& options) {
       {natsOptions_SetTimeout(conn.opts_, options.connect_timeout_ms), "natsOptions_SetTimeout"},
       {natsOptions_SetDisconnectedCB(conn.opts_, on_disconnected, nullptr), "natsOptions_SetDisconnectedCB"},
       {natsOptions_SetReconnectedCB(conn.opts_, on_reconnected, nullptr), "natsOptions_SetReconnectedCB"},
-      {natsOptions_SetErrorHandler(conn.opts_, on_async_error, nullptr), "natsOptions_SetErrorHandler"},
+      {natsOptions_SetErrorHandler(conn.opts_, on_async_error,
+                                  options.log_async_errors ? nullptr : reinterpret_cast<void*>(1)), "natsOptions_SetErrorHandler"},
       {options.retry_on_failed_connect ? natsOptions_SetRetryOnFailedConnect(conn.opts_, true, nullptr, nullptr)
                                        : NATS_OK,
        "natsOptions_SetRetryOnFailedConnect"},
@@ -198,7 +183,20 @@ BusResult<Connection> Connection::connect(const ConnectionOptions& options) {
   }
   s = natsConnection_Connect(&conn.nc_, conn.opts_);
   if (s == NATS_NOT_YET_CONNECTED && options.retry_on_failed_connect) return conn;
-  if (s != NATS_OK) return nats_error(s, "connect to " + redact_url(options.url));
+  if (s != NATS_OK) {
+    BusError error = nats_error(s, "connect to " + redact_url(options.url));
+    // NOTE: a server with `verify: true` closes a TLS connection that shows no client certificate
+    // (or one it does not trust) right after the handshake; nats.c then reports a protocol error
+    // ("Expected 'PONG', got ''"). Say what it means, and count it as refused (exit 4 in the CLI).
+    if (s == NATS_PROTOCOL_ERROR && (options.auth.tls() || options.url.find("tls://") != std::string::npos)) {
+      error.status = NATS_SSL_ERROR;
+      error.message += options.auth.tls_cert.empty()
+                           ? ": the server closed the TLS connection: it requires a client certificate "
+                             "(give --tlscert and --tlskey)"
+                           : ": the server closed the TLS connection: it did not accept the client certificate";
+    }
+    return error;
+  }
   return conn;
 }
 

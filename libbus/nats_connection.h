@@ -9,32 +9,12 @@
 #include <string>
 #include <string_view>
 
+#include "libbus/nats_auth.h"
 #include "libbus/nats_error.h"
 #include "libbus/nats_message.h"
 #include "libbus/nats_subscription.h"
 
 namespace kvidx::bus {
-
-// How a connection authenticates and encrypts: the nats CLI's options. Secrets (password, token,
-// the seeds inside the files) live only here and in nats.c; nothing in kvidx logs or prints them
-// (describe_auth() says what is set without the values).
-struct NatsAuth {
-  std::string creds_file;      // user JWT + nkey seed (.creds): decentralised (operator/account) auth
-  std::string nkey_seed_file;  // a user nkey seed ("SU..."); the public key is derived from it
-  std::string user;            // with password
-  std::string password;        // secret
-  std::string token;           // secret
-  std::string tls_cert;        // client certificate (mutual TLS), with tls_key
-  std::string tls_key;
-  std::string tls_ca;          // CA bundle that signs the server's certificate
-  bool tls_first = false;      // TLS before the server's INFO: not supported by libnats 3.4.1
-  std::string inbox_prefix;    // replies and pull consumers use <prefix>.<id> instead of _INBOX.<id>
-
-  bool tls() const { return !tls_cert.empty() || !tls_key.empty() || !tls_ca.empty() || tls_first; }
-};
-
-// "user kvidx, password (set), tls ca /etc/ca.pem, ..." without any secret; "none" when empty.
-std::string describe_auth(const NatsAuth& auth);
 
 struct ConnectionOptions {
   // One URL or a comma-separated list (a cluster: nats.c picks one and fails over to the others).
@@ -51,6 +31,9 @@ struct ConnectionOptions {
   std::int64_t connect_timeout_ms = 2000;
   // Retry the initial connect in the background instead of failing when the server is down.
   bool retry_on_failed_connect = false;
+  // Log the server's asynchronous errors (permission violations, slow consumer) as warnings. The
+  // CLI's one-shot commands turn it off and report last_error() in their own one-line message.
+  bool log_async_errors = true;
 };
 
 class Connection {
