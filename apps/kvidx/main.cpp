@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add_publish_command(app, exit_code);
   add_bridge_command(app, exit_code);
   add_workers_command(app, exit_code);
+  add_nkey_command(app, exit_code);
 
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
   // NOTE: first thing: --password/--token values are wiped from argv (what ps shows) before anything
