@@ -4,8 +4,7 @@
 // level) or the process's command line.
 #include <doctest/doctest.h>
 
-#include <fstream>
-#include <thread>
+#include <algorithm>
 
 #include "libbus/nats_nkey.h"
 #include "tests/security/security_support.h"
@@ -14,43 +13,6 @@
 using namespace kvidx;
 using namespace kvidx::testing;
 using namespace std::chrono_literals;
-
-namespace {
-
-std::vector<std::string> with(std::vector<std::string> head, const std::vector<std::string>& tail) {
-  head.insert(head.end(), tail.begin(), tail.end());
-  return head;
-}
-
-std::string write_file(const TempDir& dir, const std::string& name, const std::string& text) {
-  std::ofstream(dir.file(name)) << text << "\n";
-  return dir.file(name);
-}
-
-void check_clean(const std::vector<CommandResult>& results, const std::string& secret) {
-  for (const auto& r : results) {
-    CHECK(r.out.find(secret) == std::string::npos);
-    CHECK(r.err.find(secret) == std::string::npos);
-  }
-}
-
-// `kvidx serve` with `auth` until `kvidx workers` with the same options answers; stops it and
-// returns its log (stdout and stderr, trace level).
-std::string serve_and_ask(const TempDir& dir, const std::vector<std::string>& auth, std::vector<CommandResult>& results) {
-  ChildProcess serve(with({kvidx_binary(), "--log-level", "trace", "serve", "--metrics", "off"}, auth),
-                     dir.file("serve.log"));
-  const bool answered = wait_until(
-      [&] {
-        results.push_back(run_command(with({kvidx_binary(), "workers", "--timeout", "0.5"}, auth)));
-        return results.back().exit_code == 0;
-      },
-      30s);
-  CHECK_MESSAGE(answered, slurp(dir.file("serve.log.err")) << results.back().err);
-  CHECK(serve.stop() == 0);
-  return slurp(dir.file("serve.log")) + slurp(dir.file("serve.log.err"));
-}
-
-}  // namespace
 
 TEST_SUITE("security") {
 

@@ -1,6 +1,7 @@
 // What the security tests share: nats-server configurations written into the test's temp dir
 // (TLS with the test's own certificates, users with deploy/nats/permissions.conf's roles), the
-// kvidx binary, and a check that no output or log of a test holds a secret.
+// kvidx binary, a serve-then-ask round trip, and a check that no output or log of a test holds a
+// secret.
 #pragma once
 
 #include <string>
@@ -32,5 +33,19 @@ std::string slurp(const std::string& path);
 
 // Every argument list joined, for messages.
 std::string joined(const std::vector<std::string>& args);
+
+// `head` followed by `tail` (a command and the options every call of a test shares).
+std::vector<std::string> with(std::vector<std::string> head, const std::vector<std::string>& tail);
+
+// Writes `text` and a newline as <dir>/<name>; returns the path.
+std::string write_file(const TempDir& dir, const std::string& name, const std::string& text);
+
+// CHECKs that no stdout or stderr in `results` holds `secret`.
+void check_clean(const std::vector<CommandResult>& results, const std::string& secret);
+
+// `kvidx serve` with `auth` until `kvidx workers` with the same options answers (CHECKed, each
+// attempt appended to `results`); stops it (CHECKed: exit 0) and returns its log (stdout and stderr,
+// trace level).
+std::string serve_and_ask(const TempDir& dir, const std::vector<std::string>& auth, std::vector<CommandResult>& results);
 
 }  // namespace kvidx::testing

@@ -19,11 +19,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::vector<std::string> with(std::vector<std::string> head, const std::vector<std::string>& tail) {
-  head.insert(head.end(), tail.begin(), tail.end());
-  return head;
-}
-
 // Each subcommand that connects, with what it needs besides its NATS options.
 std::vector<std::vector<std::string>> connecting_commands(const TempDir& dir) {
   return {
