@@ -75,7 +75,8 @@ TEST_CASE("deploy: kvidx serve runs with the compose config against the deployme
   std::string conf = source_file("deploy/nats/nats-server.conf");
   const int http_port = testing::find_free_port();
   conf = std::regex_replace(conf, std::regex("/etc/nats/secrets/"), secrets + "/");
-  conf = std::regex_replace(conf, std::regex("store_dir: /data"), "store_dir: \"" + dir.file("data") + "\"");
+  // The test's server fixture gives its own store dir (-sd) and port (-p).
+  conf = std::regex_replace(conf, std::regex("store_dir: /data"), "");
   conf = std::regex_replace(conf, std::regex("\nhttp: 8222"), "\nhttp: \"127.0.0.1:" + std::to_string(http_port) + "\"");
   std::ofstream(dir.file("nats-server.conf")) << conf;
   std::ofstream(dir.file("permissions.conf")) << source_file("deploy/nats/permissions.conf");
@@ -111,12 +112,16 @@ TEST_CASE("deploy: kvidx serve runs with the compose config against the deployme
   }
   const auto published = testing::run_command(as("worker-1", {"publish", "--events", dir.file("events.jsonl")}, "_INBOX_worker1"));
   CHECK_MESSAGE(published.exit_code == 0, published.err);
-  CHECK(testing::wait_until(
-      [&] {
-        const auto score = testing::run_command(as("router", {"score", "--hashes", "1,2,3"}, "_INBOX_router"));
-        return score.exit_code == 0 && score.out.find(R"("worker_id":1,"dp_rank":0,"score":3)") != std::string::npos;
-      },
-      std::chrono::seconds(15)));
+  testing::CommandResult score;
+  CHECK_MESSAGE(testing::wait_until(
+                    [&] {
+                      score = testing::run_command(as("router", {"score", "--hashes", "1,2,3"}, "_INBOX_router"));
+                      return score.exit_code == 0 &&
+                             nlohmann::json::parse(score.out)["scores"] ==
+                                 nlohmann::json::parse(R"([{"worker_id":1,"dp_rank":0,"score":3}])");
+                    },
+                    std::chrono::seconds(15)),
+                score.out << score.err);
   // The router may not change the index; a client without the deployment's certificate gets nowhere.
   CHECK(testing::run_command(as("router", {"remove-worker", "--worker-id", "1", "--timeout", "1"}, "_INBOX_router")).exit_code == 4);
   CHECK(testing::run_command({testing::built_binary("kvidx"), "workers", "--nats", url, "--tlsca", secrets + "/ca.pem",
