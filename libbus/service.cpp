@@ -237,14 +237,14 @@ struct KvidxService::Impl {
                              });
     }
     metrics.gauge_callback("kvidx_tree_blocks", "Blocks held, summed over streams", {},
-                           [this] { return static_cast<double>(indexer.shard_sizes().block_count); });
+                           [this] { return static_cast<double>(indexer.shard_sizes_now().block_count); });
     metrics.gauge_callback("kvidx_tree_nodes", "Attached radix tree nodes", {},
                            [this] { return static_cast<double>(indexer.tree().node_count()); });
     metrics.gauge_callback("kvidx_tree_blocks_pending_cleanup",
                            "Blocks no stream holds, attached until the next cleanup (upper bound)", {},
                            [this] { return static_cast<double>(indexer.tree().dead_block_estimate()); });
     metrics.gauge_callback("kvidx_tree_workers", "Streams (worker, rank) holding blocks", {},
-                           [this] { return static_cast<double>(indexer.shard_sizes().worker_count); });
+                           [this] { return static_cast<double>(indexer.shard_sizes_now().worker_count); });
     metrics.gauge_callback("kvidx_acked_sequence", "Last JetStream sequence applied and acknowledged", {}, [this] {
       std::lock_guard lock(ack_mutex);
       return static_cast<double>(acked_sequence);
@@ -864,11 +864,13 @@ struct KvidxService::Impl {
       if (subject == subjects.admin_stats()) {
         reply(msg, stats_json().dump());
       } else if (subject == subjects.admin_workers()) {
+        // NOTE: get_workers is the FIFO barrier; the streams are read after it, so they agree.
+        const std::vector<WorkerId> workers = indexer.get_workers();
         Json streams = Json::array();
         for (const auto& [stream, blocks] : indexer.tree().stream_block_counts()) {
           streams.push_back({{"worker_id", stream.worker_id}, {"dp_rank", stream.dp_rank}, {"blocks", blocks}});
         }
-        reply(msg, Json{{"workers", indexer.get_workers()}, {"streams", std::move(streams)}}.dump());
+        reply(msg, Json{{"workers", workers}, {"streams", std::move(streams)}}.dump());
       } else if (subject == subjects.admin_remove_worker()) {
         // NOTE: handled by on_remove_worker, on every replica (see start_queries); the queue group
         // member that also receives it stays silent.

@@ -57,7 +57,7 @@ int run_offline(StatsFlags& flags) {
   flags.offline.quiet = true;
   auto built = build_offline_index(flags.offline, "stats");
   if (built.exit_code != kExitOk && built.exit_code != kExitBadInput) return built.exit_code;
-  const LaneIndexer& indexer = *built.indexer;
+  LaneIndexer& indexer = *built.indexer;
   const ShardSizes sizes = indexer.shard_sizes();
   std::map<std::size_t, std::size_t> histogram;
   for (auto length : indexer.tree().node_edge_lengths()) ++histogram[length];

@@ -2,7 +2,8 @@
 // shared by several of its workers), >= 1M distinct blocks and >= 10M (worker, block) holdings at
 // the default sizes. For every index, in the same run:
 //   apply   build the whole tree through 1 lane and through N lanes (events/s, blocks/s)
-//   memory  RSS growth of the built index per (block, worker) held and per distinct block
+//   memory  RSS growth of the built index per (block, worker) held and per distinct block, for a
+//           fleet whose engines share hashes and for one where every engine hashes its own way
 //   latency find_matches of 32/128/1024-block queries, idle and while a writer applies churn
 //   mixed   churn events + find_matches together: (events + requests)/s and find p99
 //   snapshot dump the tree as events, restore it into a fresh index
@@ -70,6 +71,9 @@ int run_synthetic(const SyntheticArgs& args) {
   options.bodies = args.bodies;
   const auto t_gen = Clock::now();
   SyntheticWorkload workload = make_synthetic(options);
+  SyntheticOptions per_engine_options = options;
+  per_engine_options.per_engine_hashes = true;
+  const SyntheticWorkload per_engine_workload = make_synthetic(per_engine_options);
   std::map<std::size_t, std::vector<std::vector<LocalBlockHash>>> queries;
   for (const std::size_t length : {32, 128, 1024}) queries[length] = make_queries(workload, args.queries, length, length);
   const auto mixed_queries = make_queries(workload, args.mixed_queries, options.depth, 7);
@@ -188,6 +192,23 @@ int run_synthetic(const SyntheticArgs& args) {
       std::fprintf(stderr, "[%s] snapshot: %zu events, dump %.2f s, restore %.2f s\n", name.c_str(), dumped.size(),
                    f.values["dump_s"], f.values["restore_s"]);
     }
+    // The same fleet with per-engine hashes (no shared seed): memory only, then dropped. Measured
+    // as the shared fleet is (a 1-lane build made and dropped first), so the heap is in like state.
+    {
+      engine.reset();
+      release_free_memory();
+      apply_all(*make_engine(kind, 1), per_engine_workload.build);
+      release_free_memory();
+      const std::size_t before = rss_bytes();
+      auto per_engine = make_engine(kind, args.lanes);
+      const double secs = apply_all(*per_engine, per_engine_workload.build);
+      release_free_memory();
+      const double bytes = static_cast<double>(rss_bytes()) - static_cast<double>(before);
+      f.values["bytes_per_holding_per_engine"] = bytes / static_cast<double>(per_engine_workload.holdings);
+      f.values["rejected_per_engine"] = static_cast<double>(per_engine->rejected());
+      std::fprintf(stderr, "[%s] per-engine hashes: apply %.2f s, RSS +%.0f MiB, rejected %zu\n", name.c_str(), secs,
+                   bytes / (1024.0 * 1024.0), per_engine->rejected());
+    }
     results.emplace_back(kind, std::move(f));
     release_free_memory();
   }
@@ -221,6 +242,8 @@ int run_synthetic(const SyntheticArgs& args) {
   row(fmt::format("apply, {} lanes", args.lanes), "blocks/s", true, "applyN_blocks");
   row("memory: RSS of the built index", "MiB", false, "rss_mib");
   row("memory per (block, worker) held", "bytes", false, "bytes_per_holding");
+  row("memory per (block, worker) held, hashes per engine", "bytes", false, "bytes_per_holding_per_engine");
+  row("Stored events rejected, hashes per engine", "events", false, "rejected_per_engine");
   row("memory per distinct block", "bytes", false, "bytes_per_distinct");
   for (const char* mode : {"idle", "busy"}) {
     for (const std::size_t length : {32, 128, 1024}) {

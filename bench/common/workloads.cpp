@@ -22,9 +22,11 @@ std::uint64_t block_local(std::uint64_t seed, std::uint64_t kind, std::uint64_t 
 RouterEvent stored_event(SyntheticWorkload& w, std::size_t worker, std::optional<ExternalSequenceBlockHash> parent,
                          const std::vector<LocalBlockHash>& locals, const std::vector<ExternalSequenceBlockHash>& ext) {
   KvCacheStoreData data;
-  data.parent_hash = parent;
+  if (parent) data.parent_hash = w.name(worker, *parent);
   data.blocks.reserve(locals.size());
-  for (std::size_t i = 0; i < locals.size(); ++i) data.blocks.push_back(StoredBlock{ext[i], locals[i], std::nullopt});
+  for (std::size_t i = 0; i < locals.size(); ++i) {
+    data.blocks.push_back(StoredBlock{w.name(worker, ext[i]), locals[i], std::nullopt});
+  }
   return RouterEvent{worker + 1, KvCacheEvent{w.next_event_id[worker]++, std::move(data), 0}, std::nullopt};
 }
 
@@ -52,6 +54,11 @@ std::uint32_t pick_body(SyntheticWorkload& w, std::size_t worker) {
 }
 
 }  // namespace
+
+ExternalSequenceBlockHash SyntheticWorkload::name(std::size_t worker, ExternalSequenceBlockHash chain) const {
+  if (!options.per_engine_hashes) return chain;
+  return ExternalSequenceBlockHash{mix(chain.value ^ mix(options.seed ^ (worker + 1)))};
+}
 
 std::vector<LocalBlockHash> SyntheticWorkload::sequence(std::uint32_t body) const {
   std::vector<LocalBlockHash> out = prompt_local[body % options.tenants];
@@ -117,7 +124,8 @@ std::vector<RouterEvent> make_churn(SyntheticWorkload& w, std::size_t pairs) {
     held[j] = held.back();
     held.pop_back();
     KvCacheRemoveData removed;
-    removed.block_hashes = w.body_ext[body];
+    removed.block_hashes.reserve(w.body_ext[body].size());
+    for (const auto hash : w.body_ext[body]) removed.block_hashes.push_back(w.name(worker, hash));
     out.push_back(RouterEvent{worker + 1, KvCacheEvent{w.next_event_id[worker]++, std::move(removed), 0}, std::nullopt});
     store_sequence(w, worker, pick_body(w, worker), out);
   }

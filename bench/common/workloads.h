@@ -25,6 +25,9 @@ struct SyntheticOptions {
   std::size_t sequences_per_worker = 104;
   std::size_t bodies = 10'600;  // distinct bodies; body b belongs to tenant b % tenants
   std::uint64_t seed = 42;
+  // Every worker names blocks its own way (engines without a shared hash seed): a worker's external
+  // hash is its own mix of the shared chain hash. Same tree, same queries, only the names differ.
+  bool per_engine_hashes = false;
 };
 
 struct SyntheticWorkload {
@@ -41,6 +44,8 @@ struct SyntheticWorkload {
   std::mt19937_64 rng;
 
   std::vector<LocalBlockHash> sequence(std::uint32_t body) const;  // prompt + body locals
+  // The name `worker` gives a block whose shared chain hash is `chain` (itself unless per engine).
+  ExternalSequenceBlockHash name(std::size_t worker, ExternalSequenceBlockHash chain) const;
   std::vector<std::vector<LocalBlockHash>> body_locals;
   std::vector<std::vector<ExternalSequenceBlockHash>> body_ext;
   std::vector<std::vector<LocalBlockHash>> prompt_local;

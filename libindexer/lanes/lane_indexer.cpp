@@ -243,7 +243,13 @@ std::optional<std::vector<RouterEvent>> LaneIndexer::dump_events() {
   return events;
 }
 
-ShardSizes LaneIndexer::shard_sizes() const {
+ShardSizes LaneIndexer::shard_sizes() {
+  // NOTE: the status is not needed: an offline indexer still answers with what it applied.
+  (void)barrier_on(all_lanes_, TaskKind::barrier, {});
+  return shard_sizes_now();
+}
+
+ShardSizes LaneIndexer::shard_sizes_now() const {
   ShardSizes sizes;
   for (const auto& [stream, blocks] : tree_.stream_block_counts()) {
     ++sizes.worker_count;
@@ -254,7 +260,8 @@ ShardSizes LaneIndexer::shard_sizes() const {
   return sizes;
 }
 
-std::vector<WorkerId> LaneIndexer::get_workers() const {
+std::vector<WorkerId> LaneIndexer::get_workers() {
+  (void)barrier_on(all_lanes_, TaskKind::barrier, {});
   std::vector<WorkerId> workers;
   for (const auto& [stream, blocks] : tree_.stream_block_counts()) workers.push_back(stream.worker_id);
   std::sort(workers.begin(), workers.end());

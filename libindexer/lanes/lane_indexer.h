@@ -8,7 +8,7 @@
 //   A cold remove_worker_dp_rank reserves a lane for that reason; a cold remove_worker does not
 //   (it runs on every lane).
 // - A lane owns the WorkerLookups of its streams (DirectLookup); no other thread touches them.
-// - Every barrier (flush, dump, remove_worker, reset) is a FIFO marker: it completes when the lane
+// - Every barrier (flush, dump, shard_sizes, get_workers, remove_worker, reset) is a FIFO marker: it completes when the lane
 //   has finished every task accepted before it. It says nothing about individual event results;
 //   those are logged by the lane.
 // - A lane whose task throws logs once, marks the whole indexer offline and keeps draining its
@@ -162,8 +162,13 @@ class LaneIndexer {
 
   // Barrier, then the tree as Stored events with event ids renumbered from 0; nullopt if offline.
   std::optional<std::vector<RouterEvent>> dump_events();
-  ShardSizes shard_sizes() const;
-  std::vector<WorkerId> get_workers() const;  // sorted, workers holding at least one block
+  // FIFO barriers, like the reference's Stats task: they wait until every lane has applied what
+  // was enqueued before the call, so the answer covers every such event (a failed lane still
+  // completes the barrier; the counts are then those of what was applied).
+  ShardSizes shard_sizes();
+  std::vector<WorkerId> get_workers();  // sorted, workers holding at least one block
+  // The counts as they stand, without waiting for the lanes (metrics gauges, scraped often).
+  ShardSizes shard_sizes_now() const;
 
   OverlapScores find_matches(std::span<const LocalBlockHash> query, bool early_exit = false) const {
     return tree_.find_matches(query, early_exit);

@@ -84,7 +84,7 @@ StorePrefixScan RadixNode::scan_store_prefix(std::span<const StoredBlock> blocks
 std::optional<std::uint32_t> RadixNode::promote_to_full_with_version(WorkerSlot slot, std::uint64_t shape_version) {
   std::unique_lock lock(mutex_);
   if (detached_ || shape_version_ != shape_version) return std::nullopt;
-  const std::uint32_t previous = coverage_.set(slot, edge_length());
+  const std::uint32_t previous = set_coverage(slot, edge_length());
   return edge_length() - previous;
 }
 

@@ -19,6 +19,7 @@
 
 #include "libindexer/protocol.h"
 #include "libindexer/tree/edge_coverage.h"
+#include "libindexer/tree/edge_names.h"
 
 namespace kvidx {
 
@@ -45,11 +46,6 @@ class NodeRef {
 
  private:
   RadixNode* node_ = nullptr;
-};
-
-struct EdgeBlock {
-  LocalBlockHash local;
-  ExternalSequenceBlockHash external;  // the first storer's id; ids commit to the path, so all agree
 };
 
 // Children keyed by first local hash: a short vector scanned linearly, plus a hash index once the
@@ -121,7 +117,9 @@ class RadixNode {
   std::optional<std::uint32_t> promote_to_full_with_version(WorkerSlot slot, std::uint64_t shape_version);
 
   // Where `parent` sits in this edge and what a continuation after it must do; nullopt if the
-  // parent is not in this edge (it moved below through a split, or never was here).
+  // parent is not in this edge (it moved below through a split, or never was here). Matches the
+  // edge's canonical names only (the reference's cursor API, driven by the ported tests); the
+  // tree's store path resolves a parent through the storing stream's own names.
   std::optional<ParentEdgePlan> plan_store_parent_edge(ExternalSequenceBlockHash parent,
                                                        std::span<const StoredBlock> blocks) const;
   // Revalidates `plan` under the exclusive lock before the caller commits to it.
@@ -135,6 +133,17 @@ class RadixNode {
 
   std::uint32_t end_depth() const { return start_depth_ + static_cast<std::uint32_t>(edge_.size()); }
   std::uint32_t edge_length() const { return static_cast<std::uint32_t>(edge_.size()); }
+  // The external hash `slot` gave the block at `position` (caller holds the lock).
+  ExternalSequenceBlockHash name_of(WorkerSlot slot, std::uint32_t position) const {
+    return names_.name(slot, position, edge_);
+  }
+  // Sets the blocks `slot` holds (0: none) and returns the previous count. Every change of coverage
+  // goes through here: a slot's names never outlive the blocks it holds (edge_names.h).
+  std::uint32_t set_coverage(WorkerSlot slot, std::uint32_t count) {
+    const std::uint32_t previous = coverage_.set(slot, count);
+    if (count < previous && !names_.empty()) names_.truncate(slot, count);
+    return previous;
+  }
   ParentEdgeStep parent_edge_step_locked(WorkerSlot slot, std::uint32_t parent_position,
                                          std::span<const StoredBlock> blocks) const;
 
@@ -145,6 +154,7 @@ class RadixNode {
   // Everything below is guarded by mutex_.
   std::vector<EdgeBlock> edge_;
   EdgeCoverage coverage_;
+  HolderNames names_;  // holders' own external hashes where they differ from edge_'s (edge_names.h)
   ChildTable children_;
   // The node that held the blocks right after this edge when it was last split. Lookups recorded
   // before a split follow it to find blocks that moved into the suffix.

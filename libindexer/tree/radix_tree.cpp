@@ -108,7 +108,8 @@ std::optional<ConcurrentRadixTree::LockedBlock> ConcurrentRadixTree::locate_held
     const std::uint32_t covered = n.coverage_.covered(slot);
     if (depth < n.end_depth()) {
       const std::uint32_t position = depth - n.start_depth_;
-      if (n.edge_[position].external != hash || covered <= position) return std::nullopt;
+      // NOTE: the stream's own name for the block; other streams may call it otherwise.
+      if (covered <= position || n.name_of(slot, position) != hash) return std::nullopt;
       return LockedBlock{std::move(node), std::move(lock), position};
     }
     // The block moved below through a split. Only a full holder can hold anything below.

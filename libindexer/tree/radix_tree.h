@@ -30,8 +30,12 @@
 //   run in parallel. A stream's WorkerLookup belongs to that caller and is never shared.
 // - A node grows its edge in place only while it has never had a child (`sealed_`); a node that
 //   was ever internal gets new children instead, also after cleanup removed its dead children.
-// - Nodes no stream holds stay attached until run_cleanup() detaches them; detached subtrees are
-//   dismantled iteratively and freed once the last stale lookup reference goes.
+// - A node whose last full holder leaves (cut, drop, sweep) detaches its children at once: by prefix
+//   closure nobody can hold them. Other nodes no stream holds stay attached until run_cleanup()
+//   detaches them; detached subtrees are dismantled iteratively and freed once the last stale
+//   lookup reference goes.
+// - External hashes are per-stream names (edge_names.h): a block is its local-hash path; a stream's
+//   Removed, Stored parent and dump use the name that stream gave it (RadixNode::name_of).
 #pragma once
 
 #include <atomic>
@@ -94,7 +98,9 @@ class ConcurrentRadixTree {
   // Drops every rank of `worker_id` by walking the tree from the root through the nodes its ranks hold.
   void remove_worker_sweep(WorkerId worker_id);
 
-  // The tree as Stored events: for every node, one event per stream holding it (root chains first).
+  // The tree as Stored events: per stream, one event per stretch of its coverage between branching
+  // nodes (a linear chain is one event, across pass-through nodes), under the stream's own external
+  // hashes; an event's parent comes before it.
   std::vector<RouterEvent> dump_events() const;
 
   std::size_t node_count() const { return node_count_.load(std::memory_order_relaxed); }
@@ -150,6 +156,10 @@ class ConcurrentRadixTree {
   ApplyResult apply_removed(WorkerLookup& lookup, WorkerSlot slot, std::span<const ExternalSequenceBlockHash> hashes,
                             const NodeRef& hint);
   void cut_locked(WorkerLookup* lookup, WorkerSlot slot, LockedBlock& at);
+  // Detaches every child of `node` (locked exclusively, without a full holder any more) and
+  // returns them for dismantle_all, to be called once the node's lock is released.
+  std::vector<NodeRef> detach_children_locked(RadixNode& node);
+  void dismantle_all(std::vector<NodeRef> subtrees);
   void drop_from_subtrees(WorkerSlot slot, std::vector<NodeRef> stack);
   void drop_stream(WorkerLookup& lookup, WorkerSlot slot);
   void sweep_slots(const std::vector<WorkerSlot>& slots);

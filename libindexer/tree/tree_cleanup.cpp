@@ -94,6 +94,7 @@ void ConcurrentRadixTree::dismantle(NodeRef subtree_root, CleanupStats& stats) {
       registry_.add_blocks(entry.slot, -static_cast<std::int64_t>(entry.covered));
     }
     node->coverage_.clear();
+    node->names_.clear();
     ++stats.nodes_removed;
     stats.blocks_removed += node->edge_.size();
     node_count_.fetch_sub(1, std::memory_order_relaxed);

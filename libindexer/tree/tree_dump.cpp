@@ -1,8 +1,11 @@
 // ConcurrentRadixTree read out whole: the tree as Stored events (snapshots, `kvidx dump`) and the
-// edge length of every node (stats). Both take shared locks node by node, concurrently with writers.
+// edge length of every node (stats). A dump has, per stream, one event per stretch of its coverage
+// between branching nodes (a linear chain is one event across pass-through nodes), each block under
+// the stream's own external hash, so replaying it rebuilds the same index and lookups. Both take shared locks node by node, concurrently with writers.
 #include "libindexer/tree/radix_tree.h"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -10,35 +13,77 @@
 namespace kvidx {
 
 std::vector<RouterEvent> ConcurrentRadixTree::dump_events() const {
+  // A full holder of a node and the name it gave the node's last block (its children's parent).
+  struct SlotTail {
+    WorkerSlot slot;
+    ExternalSequenceBlockHash name;
+  };
   struct Pending {
     NodeRef node;
-    std::optional<ExternalSequenceBlockHash> parent_tail;
+    std::shared_ptr<const std::vector<SlotTail>> parent_tails;  // sorted by slot; null below the root
+    std::vector<std::pair<WorkerSlot, std::size_t>> open;        // events continuing into this node
   };
   std::vector<RouterEvent> events;
   std::vector<Pending> stack;
   {
     SharedLock root_lock(root_->mutex_);
-    for (const auto& [key, child] : root_->children_.entries()) stack.push_back(Pending{child, std::nullopt});
+    for (const auto& [key, child] : root_->children_.entries()) stack.push_back(Pending{child, nullptr, {}});
   }
-  std::uint64_t event_id = 0;
+  std::vector<NodeRef> live;
   while (!stack.empty()) {
     Pending pending = std::move(stack.back());
     stack.pop_back();
     SharedLock lock(pending.node->mutex_);
     const RadixNode& n = *pending.node;
-    for (const auto& entry : n.coverage_.entries()) {
-      const WorkerWithDpRank stream = registry_.stream_of(entry.slot);
-      KvCacheStoreData data;
-      data.parent_hash = pending.parent_tail;
-      data.blocks.reserve(entry.covered);
-      for (std::uint32_t i = 0; i < entry.covered; ++i) {
-        data.blocks.push_back(StoredBlock{n.edge_[i].external, n.edge_[i].local, std::nullopt});
-      }
-      events.push_back(RouterEvent{stream.worker_id, KvCacheEvent{event_id++, std::move(data), stream.dp_rank},
-                                   std::nullopt});
+    if (n.detached_ || n.edge_.empty() || n.coverage_.empty()) continue;  // nothing held here or below
+    live.clear();
+    for (const auto& [key, child] : n.children_.entries()) {
+      SharedLock child_lock(child->mutex_);  // NOTE: parent before child: top-down order
+      if (!child->coverage_.empty()) live.push_back(child);
     }
-    if (n.edge_.empty()) continue;
-    for (const auto& [key, child] : n.children_.entries()) stack.push_back(Pending{child, n.edge_.back().external});
+    // A node with one held child is a pass-through: a chain running through it stays one event.
+    const bool pass_through = live.size() == 1;
+    auto tails = std::make_shared<std::vector<SlotTail>>();
+    std::vector<std::pair<WorkerSlot, std::size_t>> open;
+    for (const auto& entry : n.coverage_.entries()) {
+      std::size_t index = events.size();
+      // NOTE: `open` is built in coverage order, i.e. sorted by slot.
+      auto continued = std::lower_bound(pending.open.begin(), pending.open.end(), entry.slot,
+                                        [](const auto& o, WorkerSlot s) { return o.first < s; });
+      if (continued != pending.open.end() && continued->first == entry.slot) {
+        index = continued->second;
+      } else {
+        std::optional<ExternalSequenceBlockHash> parent;
+        if (pending.parent_tails) {
+          auto tail = std::lower_bound(pending.parent_tails->begin(), pending.parent_tails->end(), entry.slot,
+                                       [](const SlotTail& t, WorkerSlot s) { return t.slot < s; });
+          // Not a full holder of the parent: a concurrent cut is dropping it from here; skip.
+          if (tail == pending.parent_tails->end() || tail->slot != entry.slot) continue;
+          parent = tail->name;
+        }
+        const WorkerWithDpRank stream = registry_.stream_of(entry.slot);
+        KvCacheStoreData data;
+        data.parent_hash = parent;
+        events.push_back(RouterEvent{stream.worker_id, KvCacheEvent{events.size(), std::move(data), stream.dp_rank},
+                                     std::nullopt});
+      }
+      // Each stream's own names (edge_names.h), so the dump replays to the same lookups.
+      auto& blocks = std::get<KvCacheStoreData>(events[index].event.data).blocks;
+      blocks.reserve(blocks.size() + entry.covered);
+      for (std::uint32_t i = 0; i < entry.covered; ++i) {
+        blocks.push_back(StoredBlock{n.name_of(entry.slot, i), n.edge_[i].local, std::nullopt});
+      }
+      if (entry.covered == n.edge_length()) {
+        tails->push_back(SlotTail{entry.slot, n.name_of(entry.slot, n.edge_length() - 1)});
+        if (pass_through) open.emplace_back(entry.slot, index);
+      }
+    }
+    if (tails->empty()) continue;  // no full holder: nothing below is held
+    if (pass_through) {
+      stack.push_back(Pending{std::move(live.front()), std::move(tails), std::move(open)});
+      continue;
+    }
+    for (auto& child : live) stack.push_back(Pending{std::move(child), tails, {}});
   }
   return events;
 }

@@ -1,7 +1,8 @@
 // ConcurrentRadixTree, remove path: Removed events cut a stream's coverage at the removed block and
 // drop it from everything below; clears, stream removal and worker sweeps drop whole streams.
-// Nodes left without holders stay attached for cleanup (tree_cleanup.cpp). Locking rules and
-// invariants: radix_tree.h.
+// A node whose last full holder leaves has its children (unreachable by prefix closure) detached at
+// once; other nodes left without holders stay attached for cleanup (tree_cleanup.cpp). Locking
+// rules and invariants: radix_tree.h.
 #include "libindexer/tree/radix_tree.h"
 
 #include <algorithm>
@@ -63,18 +64,59 @@ ApplyResult ConcurrentRadixTree::apply_removed(WorkerLookup& lookup, WorkerSlot 
   return ApplyResult::success();
 }
 
+namespace {
+
+// Whether some stream holds the whole edge (only a full holder can hold anything below it).
+bool has_full_holder(std::uint32_t edge_length, std::span<const CoverageEntry> coverage) {
+  return std::any_of(coverage.begin(), coverage.end(),
+                     [&](const CoverageEntry& entry) { return entry.covered == edge_length; });
+}
+
+}  // namespace
+
+std::vector<NodeRef> ConcurrentRadixTree::detach_children_locked(RadixNode& node) {
+  std::vector<NodeRef> detached;
+  if (node.children_.empty()) return detached;
+  detached.reserve(node.children_.size());
+  for (auto& [key, child] : node.children_.take_all()) {
+    ExclusiveLock child_lock(child->mutex_);  // NOTE: parent before child: top-down order
+    if (child->detached_) continue;
+    // Marked under the parent's lock, as cleanup does: no lookup-guided writer uses it afterwards.
+    child->detached_ = true;
+    ++child->shape_version_;
+    detached.push_back(std::move(child));
+  }
+  node.continuation_ = NodeRef{};
+  ++node.shape_version_;  // stays sealed: an internal node never grows in place again
+  return detached;
+}
+
+void ConcurrentRadixTree::dismantle_all(std::vector<NodeRef> subtrees) {
+  CleanupStats unused;
+  for (auto& subtree : subtrees) dismantle(std::move(subtree), unused);
+}
+
 void ConcurrentRadixTree::cut_locked(WorkerLookup* lookup, WorkerSlot slot, LockedBlock& at) {
   RadixNode& n = *at.node;
   const std::uint32_t position = at.position;
   const std::uint32_t before = n.coverage_.covered(slot);
   if (before <= position) return;
-  n.coverage_.set(slot, position);
-  registry_.add_blocks(slot, -static_cast<std::int64_t>(before - position));
   if (lookup != nullptr) {
-    for (std::uint32_t i = position; i < before; ++i) lookup->scrub_dropped(n.edge_[i].external);
+    // NOTE: before the coverage shrinks: the names of the blocks it drops go with it.
+    for (std::uint32_t i = position; i < before; ++i) lookup->scrub_dropped(n.name_of(slot, i));
   }
+  n.set_coverage(slot, position);
+  registry_.add_blocks(slot, -static_cast<std::int64_t>(before - position));
   if (n.coverage_.empty()) note_coverage_lost(n);
   if (before < n.edge_length()) return;  // a partial holder holds nothing below (prefix closure)
+  if (!has_full_holder(n.edge_length(), n.coverage_.entries())) {
+    // The last full holder left: by prefix closure nobody can hold anything below any more, so the
+    // children go now (as the reference does), not at the next cleanup.
+    std::vector<NodeRef> unreachable = detach_children_locked(n);
+    at.lock.unlock();
+    dismantle_all(std::move(unreachable));
+    return;
+  }
   std::vector<NodeRef> below;
   below.reserve(n.children_.size());
   for (const auto& [key, child] : n.children_.entries()) below.push_back(child);
@@ -84,19 +126,24 @@ void ConcurrentRadixTree::cut_locked(WorkerLookup* lookup, WorkerSlot slot, Lock
 
 void ConcurrentRadixTree::drop_from_subtrees(WorkerSlot slot, std::vector<NodeRef> stack) {
   // Lookup entries of these blocks are left in place: they are stale and get scrubbed when the
-  // stream names them again (remove, parent of a store) or clears.
+  // stream names them in a Removed or clears.
+  std::vector<NodeRef> unreachable;
   while (!stack.empty()) {
     NodeRef node = std::move(stack.back());
     stack.pop_back();
     ExclusiveLock lock(node->mutex_);
-    const std::uint32_t had = node->coverage_.set(slot, 0);
+    const std::uint32_t had = node->set_coverage(slot, 0);
     if (had == 0) continue;
     registry_.add_blocks(slot, -static_cast<std::int64_t>(had));
     if (node->coverage_.empty()) note_coverage_lost(*node);
-    if (had == node->edge_length()) {
-      for (const auto& [key, child] : node->children_.entries()) stack.push_back(child);
+    if (had != node->edge_length()) continue;
+    if (!has_full_holder(node->edge_length(), node->coverage_.entries())) {
+      for (auto& child : detach_children_locked(*node)) unreachable.push_back(std::move(child));
+      continue;
     }
+    for (const auto& [key, child] : node->children_.entries()) stack.push_back(child);
   }
+  dismantle_all(std::move(unreachable));
 }
 
 void ConcurrentRadixTree::drop_stream(WorkerLookup& lookup, WorkerSlot slot) {
@@ -117,6 +164,7 @@ void ConcurrentRadixTree::drop_stream(WorkerLookup& lookup, WorkerSlot slot) {
 }
 
 void ConcurrentRadixTree::sweep_slots(const std::vector<WorkerSlot>& slots) {
+  std::vector<NodeRef> unreachable;
   std::vector<NodeRef> stack;
   {
     SharedLock root_lock(root_->mutex_);
@@ -129,17 +177,21 @@ void ConcurrentRadixTree::sweep_slots(const std::vector<WorkerSlot>& slots) {
     bool held_fully = false;
     bool dropped = false;
     for (const WorkerSlot slot : slots) {
-      const std::uint32_t had = node->coverage_.set(slot, 0);
+      const std::uint32_t had = node->set_coverage(slot, 0);
       if (had == 0) continue;
       dropped = true;
       registry_.add_blocks(slot, -static_cast<std::int64_t>(had));
       held_fully = held_fully || had == node->edge_length();
     }
     if (dropped && node->coverage_.empty()) note_coverage_lost(*node);
-    if (held_fully) {
-      for (const auto& [key, child] : node->children_.entries()) stack.push_back(child);
+    if (!held_fully) continue;
+    if (!has_full_holder(node->edge_length(), node->coverage_.entries())) {
+      for (auto& child : detach_children_locked(*node)) unreachable.push_back(std::move(child));
+      continue;
     }
+    for (const auto& [key, child] : node->children_.entries()) stack.push_back(child);
   }
+  dismantle_all(std::move(unreachable));
 }
 
 void ConcurrentRadixTree::remove_stream(DirectLookup& lookup, WorkerWithDpRank stream) {

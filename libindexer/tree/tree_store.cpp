@@ -13,8 +13,9 @@ namespace kvidx {
 ApplyResult ConcurrentRadixTree::apply_stored(WorkerLookup& lookup, WorkerSlot slot, const KvCacheStoreData& data) {
   if (!data.parent_hash) return store_from_root(lookup, slot, data.blocks);
   const LookupEntry* entry = lookup.find(*data.parent_hash);
+  // NOTE: a rejected Stored changes nothing, not even the lookup: a dropped mark or stale entry of
+  // the parent stays, so a later Removed naming it counts as it would have without this event.
   if (entry == nullptr) {
-    lookup.forget(*data.parent_hash);  // like a stale entry below: a dropped mark goes with the rejection
     return {ApplyStatus::parent_not_found, "parent block " + std::to_string(data.parent_hash->value) + " unknown"};
   }
   // NOTE: copied because storing may rehash the lookup and move the entry.
@@ -28,8 +29,8 @@ ApplyResult ConcurrentRadixTree::store_after(WorkerLookup& lookup, WorkerSlot sl
   std::optional<LockedBlock> held = locate_held_block(slot, start, parent, parent_entry.depth);
   if (!held && start != parent_entry.node) held = locate_held_block(slot, parent_entry.node, parent, parent_entry.depth);
   if (!held) {
-    // The entry outlived the block (cut below a removed ancestor): scrub it with the rejection.
-    lookup.forget(parent);
+    // The entry outlived the block (cut below a removed ancestor). It stays until the stream names
+    // the block in a Removed or clears: a rejected Stored changes nothing.
     return {ApplyStatus::parent_not_found, "parent block " + std::to_string(parent.value) + " not held"};
   }
   if (held->node != parent_entry.node) lookup.insert_or_assign(parent, held->node, parent_entry.depth);
@@ -72,10 +73,12 @@ void ConcurrentRadixTree::extend_from(WorkerLookup& lookup, WorkerSlot slot, Nod
       const std::uint32_t reach = offset + matched;
       const std::uint32_t before = n.coverage_.covered(slot);
       if (reach > before) {
-        n.coverage_.set(slot, reach);
+        n.set_coverage(slot, reach);
         registry_.add_blocks(slot, reach - before);
       }
       for (std::uint32_t i = 0; i < matched; ++i) {
+        // The stream's own name for the block, kept only when it differs from the edge's.
+        n.names_.set(slot, offset + i, blocks[i].block_hash, n.edge_);
         lookup.insert_or_assign(blocks[i].block_hash, node, n.start_depth_ + offset + i);
       }
     }
@@ -99,7 +102,8 @@ void ConcurrentRadixTree::extend_from(WorkerLookup& lookup, WorkerSlot slot, Nod
       // partial holders automatically because coverage is a count of leading blocks.
       const std::uint32_t start = n.edge_length();
       for (const auto& block : blocks) n.edge_.push_back(EdgeBlock{block.tokens_hash, block.block_hash});
-      n.coverage_.set(slot, n.edge_length());
+      // The new blocks are named by this stream (canonical). Nobody else held past the old tail.
+      n.set_coverage(slot, n.edge_length());
       registry_.add_blocks(slot, static_cast<std::int64_t>(blocks.size()));
       attached_blocks_.fetch_add(blocks.size(), std::memory_order_relaxed);
       ++n.shape_version_;
@@ -122,6 +126,7 @@ void ConcurrentRadixTree::split_locked(RadixNode& node, std::uint32_t keep) {
   NodeRef suffix(new RadixNode(node.start_depth_ + keep, std::move(tail)));
   // The suffix is invisible until node's lock is released, so it is filled without its own lock.
   suffix->coverage_ = node.coverage_.split_off(keep);
+  suffix->names_ = node.names_.split_off(keep);
   suffix->children_ = std::move(node.children_);
   suffix->sealed_ = node.sealed_;
   suffix->continuation_ = std::move(node.continuation_);
@@ -139,7 +144,7 @@ NodeRef ConcurrentRadixTree::new_child_locked(RadixNode& parent, WorkerSlot slot
   edge.reserve(blocks.size());
   for (const auto& block : blocks) edge.push_back(EdgeBlock{block.tokens_hash, block.block_hash});
   NodeRef child(new RadixNode(parent.end_depth(), std::move(edge)));
-  child->coverage_.set(slot, child->edge_length());
+  child->set_coverage(slot, child->edge_length());
   registry_.add_blocks(slot, static_cast<std::int64_t>(blocks.size()));
   parent.children_.insert(blocks.front().tokens_hash, child);
   parent.sealed_ = true;

@@ -61,7 +61,7 @@ TEST_CASE("serve: /metrics answers again after the process ran out of file descr
   CHECK(serve.running());
   for (int fd : held) ::close(fd);
 
-  CHECK_MESSAGE(wait_until([&] { return ok("/metrics") && ok("/healthz"); }, 15s), read_all(log));
+  CHECK_MESSAGE(wait_until([&] { return ok("/metrics") && ok("/healthz"); }, 15s), read_all(log) << read_all(log + ".err"));
   auto metrics = http_get(port, "/metrics");
   REQUIRE(metrics.has_value());
   CHECK(metrics->body.find("kvidx_http_accept_errors_total 0\n") == std::string::npos);

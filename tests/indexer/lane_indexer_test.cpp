@@ -41,7 +41,7 @@ std::vector<RouterEvent> snapshot_tree(LaneIndexer& index) {
   return snapshot_events(std::move(*events));
 }
 
-std::size_t index_block_count(const LaneIndexer& index) { return index.shard_sizes().block_count; }
+std::size_t index_block_count(LaneIndexer& index) { return index.shard_sizes().block_count; }
 
 Hashes range(std::uint64_t first, std::uint64_t last) {
   Hashes out(last - first + 1);

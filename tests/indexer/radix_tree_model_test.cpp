@@ -3,6 +3,8 @@
 // block. A store with an unheld parent is dropped whole; removing a block drops every held block
 // whose path extends it; the score of a query is the longest prefix whose block is held.
 // A small local-hash alphabet makes streams share prefixes, so edges split, grow, die and revive.
+// Two fleets: every stream names a block by the same chain hash (a shared hash seed), or every
+// stream hashes its own way (external hash = f(stream, chain hash), engines without a shared seed).
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -40,8 +42,28 @@ ExternalSequenceBlockHash next_external(std::optional<ExternalSequenceBlockHash>
   return parent ? chain_sequence_hash(*parent, LocalBlockHash{local}) : ExternalSequenceBlockHash{local};
 }
 
+// How streams name blocks: the shared chain hash, or salted per stream (an invertible mix).
+struct Naming {
+  bool per_stream = false;
+
+  std::uint64_t salt(WorkerWithDpRank stream) const {
+    if (!per_stream) return 0;
+    std::uint64_t x = (stream.worker_id + 1) * 0x9E3779B97F4A7C15ULL ^ (stream.dp_rank + 1) * 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 31;
+    return x | 1;  // never 0: every stream's names differ from the shared chain
+  }
+  ExternalSequenceBlockHash name(WorkerWithDpRank stream, ExternalSequenceBlockHash chain) const {
+    return {chain.value ^ salt(stream)};
+  }
+  ExternalSequenceBlockHash chain_of(WorkerWithDpRank stream, ExternalSequenceBlockHash name) const {
+    return {name.value ^ salt(stream)};
+  }
+};
+
 class PathModel {
  public:
+  explicit PathModel(Naming naming) : naming_(naming) {}
+
   bool store(WorkerWithDpRank stream, std::optional<ExternalSequenceBlockHash> parent, const KvCacheStoreData& data) {
     auto& held = streams_[stream];
     Path path;
@@ -84,7 +106,7 @@ class PathModel {
     std::uint32_t depth = 0;
     for (const auto local : query) {
       ext = next_external(ext, local);
-      if (!it->second.contains(ext->value)) break;
+      if (!it->second.contains(naming_.name(stream, *ext).value)) break;
       ++depth;
     }
     return depth;
@@ -100,6 +122,7 @@ class PathModel {
   }
 
  private:
+  Naming naming_;
   std::unordered_map<WorkerWithDpRank, std::unordered_map<std::uint64_t, Path>, WorkerWithDpRankHasher> streams_;
 };
 
@@ -109,15 +132,19 @@ struct Scenario {
   WorkerId workers;
   DpRank ranks;
   std::uint64_t alphabet;
+  Naming naming{};
 };
 
-KvCacheStoreData chain(std::optional<ExternalSequenceBlockHash> parent, const Path& locals) {
+// Stored chain of `locals` after `parent` (the stream's name of it), named as `stream` names blocks.
+KvCacheStoreData chain(const Naming& naming, WorkerWithDpRank stream, std::optional<ExternalSequenceBlockHash> parent,
+                       const Path& locals) {
   KvCacheStoreData data;
   data.parent_hash = parent;
-  std::optional<ExternalSequenceBlockHash> ext = parent;
+  std::optional<ExternalSequenceBlockHash> ext;
+  if (parent) ext = naming.chain_of(stream, *parent);
   for (const auto local : locals) {
     ext = next_external(ext, local);
-    data.blocks.push_back(StoredBlock{*ext, LocalBlockHash{local}, std::nullopt});
+    data.blocks.push_back(StoredBlock{naming.name(stream, *ext), LocalBlockHash{local}, std::nullopt});
   }
   return data;
 }
@@ -166,7 +193,7 @@ void verify(const LaneIndexer& index, const PathModel& model, const Scenario& sc
 void run_scenario(const Scenario& scenario) {
   std::mt19937_64 rng(scenario.seed);
   LaneIndexer index(scenario.lanes);
-  PathModel model;
+  PathModel model(scenario.naming);
   std::vector<ExternalSequenceBlockHash> retired;  // hashes once stored: removes of stale entries
   const std::size_t ops = ops_per_seed();
   auto random_locals = [&](std::size_t max_len) {
@@ -201,17 +228,22 @@ void run_scenario(const Scenario& scenario) {
       auto parent = model.pick(stream, rng);
       if (!parent) continue;
       if (parent->second.size() > 14) continue;  // keep paths short enough to share
-      auto data = chain(parent->first, random_locals(4));
+      auto data = chain(scenario.naming, stream, parent->first, random_locals(4));
       model.store(stream, parent->first, data);
       event.event.data = std::move(data);
     } else if (roll < 62) {
-      auto data = chain(std::nullopt, random_locals(6));
+      auto data = chain(scenario.naming, stream, std::nullopt, random_locals(6));
       model.store(stream, std::nullopt, data);
       event.event.data = std::move(data);
     } else if (roll < 66) {
       // A parent this stream does not hold (maybe another stream's): the whole store is dropped.
-      const auto parent = next_external(ExternalSequenceBlockHash{rng()}, 1 + rng() % scenario.alphabet);
-      auto data = chain(parent, random_locals(3));
+      auto parent = next_external(ExternalSequenceBlockHash{rng()}, 1 + rng() % scenario.alphabet);
+      if (scenario.naming.per_stream && rng() % 2 == 0) {
+        // Another stream's name of a block: never this stream's name, whatever it holds.
+        const WorkerWithDpRank other{rng() % scenario.workers, static_cast<DpRank>(rng() % scenario.ranks)};
+        if (auto held = model.pick(other, rng); held && !(other == stream)) parent = held->first;
+      }
+      auto data = chain(scenario.naming, stream, parent, random_locals(3));
       REQUIRE_FALSE(model.store(stream, parent, data));
       event.event.data = std::move(data);
     } else if (roll < 92) {
@@ -262,6 +294,18 @@ void run_scenario(const Scenario& scenario) {
   index.tree().run_cleanup();
   verify(index, model, scenario, rng, performed);
 
+  // A dump restores to the same index: every stream's blocks under its own names.
+  {
+    auto dumped = index.dump_events();
+    REQUIRE(dumped.has_value());
+    LaneIndexer restored(scenario.lanes);
+    const std::size_t dumped_events = dumped->size();
+    REQUIRE(restored.enqueue_events(*dumped) == IndexerStatus::ok);
+    REQUIRE(restored.flush() == IndexerStatus::ok);
+    CHECK(restored.metrics().applied_with(ApplyStatus::ok) == dumped_events);
+    verify(restored, model, scenario, rng, performed);
+  }
+
   // Dropping every stream returns the tree to empty once cleanup runs.
   for (WorkerId w = 0; w < scenario.workers; ++w) REQUIRE(index.remove_worker(w) == IndexerStatus::ok);
   index.tree().run_cleanup();
@@ -276,6 +320,18 @@ void run_scenario(const Scenario& scenario) {
 TEST_CASE("randomized events through lanes match the path model") {
   const std::vector<Scenario> scenarios{
       {1, 4, 6, 2, 5}, {2, 3, 4, 3, 3}, {3, 2, 8, 1, 6}, {4, 4, 3, 4, 4}, {5, 1, 5, 2, 8},
+  };
+  for (const auto& scenario : scenarios) {
+    CAPTURE(scenario.seed);
+    run_scenario(scenario);
+  }
+}
+
+TEST_CASE("randomized events through lanes match the path model when every stream hashes its own way") {
+  const Naming per_stream{true};
+  const std::vector<Scenario> scenarios{
+      {11, 4, 6, 2, 5, per_stream}, {12, 3, 4, 3, 3, per_stream}, {13, 2, 8, 1, 6, per_stream},
+      {14, 4, 3, 4, 4, per_stream}, {15, 1, 5, 2, 8, per_stream},
   };
   for (const auto& scenario : scenarios) {
     CAPTURE(scenario.seed);

@@ -18,7 +18,7 @@ struct CommandResult {
 // Runs `args` (args[0] is the program path) with stdin from `stdin_file` if non-empty.
 CommandResult run_command(const std::vector<std::string>& args, const std::string& stdin_file = {});
 
-// Path of a binary built into this build tree's bin/ directory.
+// Path of a binary built into this build tree's bin/ directory, or into $KVIDX_TEST_BIN_DIR when set.
 std::string built_binary(const std::string& name);
 
 class ChildProcess {
