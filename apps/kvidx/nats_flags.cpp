@@ -72,7 +72,8 @@ CLI::Option* add_nats_options(CLI::App& cmd, NatsFlags& flags, bool bare_allowed
   // NOTE: defaults are described, never shown: $NATS_URL and the rest may hold secrets.
   CLI::Option* opt = cmd.add_option(
       "--nats", flags.url,
-      fmt::format("NATS server URL, or several comma-separated (default: $NATS_URL, the --context's, else {}){}",
+      fmt::format("NATS server URL, or several comma-separated (default: $NATS_URL, else {}; a --context's URL comes "
+                  "before that last default){}",
                   kDefaultNatsUrl, bare_allowed ? "; '--nats' alone uses that default" : ""));
   if (bare_allowed) opt->expected(0, 1)->default_str("default");
   auto* group = cmd.add_option_group("NATS authentication and TLS (as the nats CLI)");
