@@ -3,7 +3,7 @@ FROM debian:12-slim AS build
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config ccache libnats-dev nlohmann-json3-dev libboost-dev \
       libspdlog-dev libfmt-dev doctest-dev libcli11-dev libxxhash-dev libbenchmark-dev zlib1g-dev \
-      libzmq3-dev cppzmq-dev libmsgpack-cxx-dev \
+      libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libssl-dev openssl \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -7,6 +7,7 @@ namespace kvidx::bridge {
 bus::BusResult<std::unique_ptr<NatsEventSink>> NatsEventSink::connect(const NatsSinkOptions& options) {
   bus::ConnectionOptions connection_options;
   connection_options.url = options.url;
+  connection_options.auth = options.auth;
   connection_options.name = "kvidx-bridge";
   auto connection = bus::Connection::connect(connection_options);
   if (!connection) return connection.error();

@@ -18,6 +18,7 @@ namespace kvidx::bridge {
 
 struct NatsSinkOptions {
   std::string url = "nats://127.0.0.1:4222";
+  bus::NatsAuth auth;  // credentials and TLS (nats_connection.h)
   bool jetstream = true;
   std::string subject_prefix = "kv";
   // JetStream: the stream that must capture the subjects (checked at connect: an async publish to

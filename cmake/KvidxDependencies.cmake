@@ -11,6 +11,8 @@ find_package(CLI11 2.1 REQUIRED)
 find_package(Boost 1.74 REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(ZLIB REQUIRED)
+# nkey seeds (libbus/nats_nkey.h): Ed25519 from OpenSSL, which nats.c links already.
+find_package(OpenSSL 3 REQUIRED)
 # vLLM / SGLang bridge (bridge/): libzmq via pkg-config; cppzmq and msgpack-cxx are header-only and
 # their Debian 12 CMake configs work (cppzmq's falls back to its own pkg-config FindZeroMQ, which
 # defines the `libzmq` target; msgpack-cxx 4.x installs its config as `msgpack`, target

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "libbus/nats_auth.h"
 #include "libbus/nats_error.h"
 #include "libbus/nats_message.h"
 #include "libbus/nats_subscription.h"
@@ -16,7 +17,11 @@
 namespace kvidx::bus {
 
 struct ConnectionOptions {
+  // One URL or a comma-separated list (a cluster: nats.c picks one and fails over to the others).
+  // tls:// URLs require TLS. Credentials in a URL (nats://user:password@host) work but show in `ps`
+  // when given as a flag: prefer auth or $NATS_URL.
   std::string url = "nats://127.0.0.1:4222";
+  NatsAuth auth;
   std::string name = "kvidx";
   // Flush every publish immediately (responders: ~0.3 ms instead of ~1.1 ms per request/reply).
   bool send_asap = false;
@@ -26,6 +31,9 @@ struct ConnectionOptions {
   std::int64_t connect_timeout_ms = 2000;
   // Retry the initial connect in the background instead of failing when the server is down.
   bool retry_on_failed_connect = false;
+  // Log the server's asynchronous errors (permission violations, slow consumer) as warnings. The
+  // CLI's one-shot commands turn it off and report last_error() in their own one-line message.
+  bool log_async_errors = true;
 };
 
 class Connection {
@@ -56,7 +64,11 @@ class Connection {
   BusResult<Subscription> queue_subscribe(std::string_view subject, std::string_view queue, MessageHandler handler);
   // Sync subscription, polled with Subscription::next().
   BusResult<Subscription> subscribe_sync(std::string_view subject);
+  // A fresh inbox subject under the connection's inbox prefix (_INBOX by default).
   std::string new_inbox() const;
+  // nats.c's last error on this connection (e.g. a permissions violation the server reported
+  // asynchronously): status and text, NATS_OK when none.
+  BusError last_error() const;
 
   natsConnection* raw() const { return nc_; }
 
@@ -65,6 +77,7 @@ class Connection {
 
   natsConnection* nc_ = nullptr;
   natsOptions* opts_ = nullptr;
+  std::string inbox_prefix_ = "_INBOX";
 };
 
 }  // namespace kvidx::bus

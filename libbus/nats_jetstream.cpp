@@ -49,6 +49,7 @@ JetStream& JetStream::operator=(JetStream&& other) noexcept {
   if (this != &other) {
     if (js_ != nullptr) jsCtx_Destroy(js_);
     js_ = std::exchange(other.js_, nullptr);
+    nc_ = std::exchange(other.nc_, nullptr);
   }
   return *this;
 }
@@ -70,7 +71,18 @@ BusResult<JetStream> JetStream::create(Connection& connection, const JetStreamOp
   JetStream js;
   natsStatus s = natsConnection_JetStream(&js.js_, connection.raw(), &jo);
   if (s != NATS_OK) return nats_error(s, "natsConnection_JetStream");
+  js.nc_ = connection.raw();
   return js;
+}
+
+BusError JetStream::fail(natsStatus status, jsErrCode code, std::string_view context) const {
+  BusError error = js_error(status, code, context);
+  const char* text = nullptr;
+  if (status == NATS_TIMEOUT && nc_ != nullptr && natsConnection_GetLastError(nc_, &text) == NATS_NOT_PERMITTED) {
+    error.status = NATS_NOT_PERMITTED;
+    error.message += std::string(" (the server refused: ") + (text != nullptr ? text : "") + ")";
+  }
+  return error;
 }
 
 BusResult<StreamState> JetStream::ensure_stream(const StreamSpec& spec) {
@@ -94,7 +106,7 @@ BusResult<StreamState> JetStream::ensure_stream(const StreamSpec& spec) {
     code = {};
     s = js_UpdateStream(&info, js_, &sc, nullptr, &code);
   }
-  if (s != NATS_OK) return js_error(s, code, "create stream " + spec.name);
+  if (s != NATS_OK) return fail(s, code, "create stream " + spec.name);
   StreamState state = state_of(info);
   jsStreamInfo_Destroy(info);
   return state;
@@ -105,7 +117,7 @@ BusResult<StreamState> JetStream::stream_state(std::string_view stream) {
   jsStreamInfo* info = nullptr;
   jsErrCode code{};
   natsStatus s = js_GetStreamInfo(&info, js_, name.c_str(), nullptr, &code);
-  if (s != NATS_OK) return js_error(s, code, "stream info " + name);
+  if (s != NATS_OK) return fail(s, code, "stream info " + name);
   StreamState state = state_of(info);
   jsStreamInfo_Destroy(info);
   return state;
@@ -115,7 +127,7 @@ BusStatus JetStream::delete_stream(std::string_view stream) {
   const std::string name(stream);
   jsErrCode code{};
   natsStatus s = js_DeleteStream(js_, name.c_str(), nullptr, &code);
-  if (s != NATS_OK) return js_error(s, code, "delete stream " + name);
+  if (s != NATS_OK) return fail(s, code, "delete stream " + name);
   return {};
 }
 
@@ -128,7 +140,7 @@ BusStatus JetStream::purge(std::string_view stream, std::string_view subject, st
   o.Stream.Purge.Keep = keep;
   jsErrCode code{};
   natsStatus s = js_PurgeStream(js_, name.c_str(), &o, &code);
-  if (s != NATS_OK) return js_error(s, code, "purge stream " + name);
+  if (s != NATS_OK) return fail(s, code, "purge stream " + name);
   return {};
 }
 
@@ -149,7 +161,7 @@ BusResult<ConsumerState> JetStream::ensure_consumer(std::string_view stream, con
   jsConsumerInfo* info = nullptr;
   jsErrCode code{};
   natsStatus s = js_AddConsumer(&info, js_, name.c_str(), &cc, nullptr, &code);
-  if (s != NATS_OK) return js_error(s, code, "create consumer " + spec.durable + " on " + name);
+  if (s != NATS_OK) return fail(s, code, "create consumer " + spec.durable + " on " + name);
   ConsumerState state = state_of(info);
   jsConsumerInfo_Destroy(info);
   return state;
@@ -161,7 +173,7 @@ BusResult<ConsumerState> JetStream::consumer_state(std::string_view stream, std:
   jsConsumerInfo* info = nullptr;
   jsErrCode code{};
   natsStatus s = js_GetConsumerInfo(&info, js_, name.c_str(), consumer.c_str(), nullptr, &code);
-  if (s != NATS_OK) return js_error(s, code, "consumer info " + consumer + " on " + name);
+  if (s != NATS_OK) return fail(s, code, "consumer info " + consumer + " on " + name);
   ConsumerState state = state_of(info);
   jsConsumerInfo_Destroy(info);
   return state;
@@ -172,7 +184,7 @@ BusStatus JetStream::delete_consumer(std::string_view stream, std::string_view d
   const std::string consumer(durable);
   jsErrCode code{};
   natsStatus s = js_DeleteConsumer(js_, name.c_str(), consumer.c_str(), nullptr, &code);
-  if (s != NATS_OK) return js_error(s, code, "delete consumer " + consumer + " on " + name);
+  if (s != NATS_OK) return fail(s, code, "delete consumer " + consumer + " on " + name);
   return {};
 }
 
@@ -181,7 +193,7 @@ BusResult<PublishAck> JetStream::publish(std::string_view subject, std::string_v
   jsPubAck* pa = nullptr;
   jsErrCode code{};
   natsStatus s = js_Publish(&pa, js_, subj.c_str(), data.data(), static_cast<int>(data.size()), nullptr, &code);
-  if (s != NATS_OK) return js_error(s, code, "JetStream publish to " + subj);
+  if (s != NATS_OK) return fail(s, code, "JetStream publish to " + subj);
   PublishAck ack{pa->Stream ? pa->Stream : "", pa->Sequence, pa->Duplicate};
   jsPubAck_Destroy(pa);
   return ack;
@@ -191,7 +203,7 @@ BusResult<PublishAck> JetStream::publish(Message& message) {
   jsPubAck* pa = nullptr;
   jsErrCode code{};
   natsStatus s = js_PublishMsg(&pa, js_, message.raw(), nullptr, &code);
-  if (s != NATS_OK) return js_error(s, code, "JetStream publish to " + std::string(message.subject()));
+  if (s != NATS_OK) return fail(s, code, "JetStream publish to " + std::string(message.subject()));
   PublishAck ack{pa->Stream ? pa->Stream : "", pa->Sequence, pa->Duplicate};
   jsPubAck_Destroy(pa);
   return ack;
@@ -218,7 +230,7 @@ BusResult<Message> JetStream::get_message(std::string_view stream, std::uint64_t
   natsMsg* msg = nullptr;
   jsErrCode code{};
   natsStatus s = js_GetMsg(&msg, js_, name.c_str(), sequence, nullptr, &code);
-  if (s != NATS_OK) return js_error(s, code, "get message " + std::to_string(sequence) + " of " + name);
+  if (s != NATS_OK) return fail(s, code, "get message " + std::to_string(sequence) + " of " + name);
   return Message(msg);
 }
 
@@ -228,7 +240,7 @@ BusResult<Message> JetStream::get_last_message(std::string_view stream, std::str
   natsMsg* msg = nullptr;
   jsErrCode code{};
   natsStatus s = js_GetLastMsg(&msg, js_, name.c_str(), subj.c_str(), nullptr, &code);
-  if (s != NATS_OK) return js_error(s, code, "get last message on " + subj + " of " + name);
+  if (s != NATS_OK) return fail(s, code, "get last message on " + subj + " of " + name);
   return Message(msg);
 }
 

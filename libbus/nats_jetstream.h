@@ -83,7 +83,8 @@ struct PublishAck {
 class JetStream {
  public:
   JetStream() = default;
-  JetStream(JetStream&& other) noexcept : js_(std::exchange(other.js_, nullptr)) {}
+  JetStream(JetStream&& other) noexcept
+      : js_(std::exchange(other.js_, nullptr)), nc_(std::exchange(other.nc_, nullptr)) {}
   JetStream& operator=(JetStream&& other) noexcept;
   JetStream(const JetStream&) = delete;
   JetStream& operator=(const JetStream&) = delete;
@@ -116,7 +117,12 @@ class JetStream {
   jsCtx* raw() const { return js_; }
 
  private:
+  // A failed API call; a timeout caused by a permissions violation (the server never answers a
+  // request it refused) says so, with the server's text.
+  BusError fail(natsStatus status, jsErrCode code, std::string_view context) const;
+
   jsCtx* js_ = nullptr;
+  natsConnection* nc_ = nullptr;  // the connection js_ was made from (outlives it)
 };
 
 }  // namespace kvidx::bus

@@ -1123,6 +1123,7 @@ struct KvidxService::Impl {
     started_at = Clock::now();
     ConnectionOptions ingest_opts;
     ingest_opts.url = config.nats_url;
+    ingest_opts.auth = config.nats_auth;
     ingest_opts.name = "kvidx-ingest-" + config.durable;
     auto ic = Connection::connect(ingest_opts);
     if (!ic.ok()) return ic.error();

@@ -37,6 +37,7 @@
 
 #include "libbus/codec/event_codec.h"
 #include "libbus/codec/query_codec.h"
+#include "libbus/nats_auth.h"
 #include "libbus/nats_error.h"
 #include "libindexer/lanes/prune_config.h"
 
@@ -52,7 +53,8 @@ class MetricsRegistry;
 enum class IngestMode : std::uint8_t { jetstream, core };
 
 struct ServiceConfig {
-  std::string nats_url = "nats://127.0.0.1:4222";
+  std::string nats_url = "nats://127.0.0.1:4222";  // one URL or a comma-separated list
+  NatsAuth nats_auth;                              // credentials and TLS for both connections
   IngestMode mode = IngestMode::jetstream;
   std::size_t lanes = 4;
   std::string subject_prefix = "kv";

@@ -6,7 +6,7 @@ KVIDX_PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache
   nats-server libnats-dev nlohmann-json3-dev libboost-dev libspdlog-dev libfmt-dev
   doctest-dev libcli11-dev libxxhash-dev libbenchmark-dev zlib1g-dev python3 python3-jsonschema
-  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libssl-dev openssl
 )
 
 log() { printf '\033[1m[kvidx]\033[0m %s\n' "$*" >&2; }

@@ -27,7 +27,7 @@ struct BridgeFlags {
   std::uint64_t worker_id = 0;
   std::uint32_t dp_rank = 0;
   std::uint32_t block_size = 0;
-  std::string nats_url;  // add_nats_option: $NATS_URL, else nats://127.0.0.1:4222
+  NatsFlags nats;  // add_nats_options
   std::string mode = "jetstream";
   std::string prefix = "kv";
   std::string stream = "KV_EVENTS";
@@ -53,13 +53,19 @@ void print_stats(const bridge::ZmqBridgeStats& s, const bridge::NatsEventSink& s
 
 int run_bridge(const BridgeFlags& flags) {
   bridge::NatsSinkOptions sink_options;
-  sink_options.url = flags.nats_url;
+  bus::ConnectionOptions connection;
+  if (std::string error; const int code = resolve_nats(flags.nats, connection, error)) {
+    std::fprintf(stderr, "kvidx bridge: %s\n", error.c_str());
+    return code;
+  }
+  sink_options.url = connection.url;
+  sink_options.auth = connection.auth;
   sink_options.jetstream = flags.mode == "jetstream";
   sink_options.subject_prefix = flags.prefix;
   sink_options.stream = flags.stream;
   auto sink = bridge::NatsEventSink::connect(sink_options);
   if (!sink) {
-    std::fprintf(stderr, "kvidx bridge: %s\n", connect_failure(sink.error(), flags.nats_url).c_str());
+    std::fprintf(stderr, "kvidx bridge: %s\n", connect_failure(sink.error(), sink_options.url).c_str());
     return exit_code_for(sink.error());
   }
   bridge::ZmqBridgeConfig config;
@@ -79,7 +85,7 @@ int run_bridge(const BridgeFlags& flags) {
     return kExitFailure;
   }
   std::fprintf(stderr, "kvidx bridge: %s%s%s -> %s (%s) as worker %llu, block size %u\n", flags.zmq.c_str(),
-               flags.replay.empty() ? "" : ", replay ", flags.replay.c_str(), bus::redact_url(flags.nats_url).c_str(),
+               flags.replay.empty() ? "" : ", replay ", flags.replay.c_str(), bus::redact_url(sink_options.url).c_str(),
                flags.mode.c_str(), static_cast<unsigned long long>(flags.worker_id), flags.block_size);
   auto next_report = std::chrono::steady_clock::now() + std::chrono::seconds(flags.stats_interval_s);
   while (!interrupted().load()) {
@@ -107,7 +113,7 @@ void add_bridge_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--block-size", flags->block_size, "KV block size in tokens (must match the engine and router)")
       ->required()
       ->check(CLI::PositiveNumber);
-  add_nats_option(*cmd, flags->nats_url);
+  add_nats_options(*cmd, flags->nats);
   cmd->add_option("--mode", flags->mode, "jetstream (acked by the server) or core")
       ->check(CLI::IsMember({"jetstream", "core"}))
       ->capture_default_str();

@@ -18,7 +18,7 @@ namespace kvidx::cli {
 namespace {
 
 struct CaptureFlags {
-  std::string nats_url;  // add_nats_option: $NATS_URL, else nats://127.0.0.1:4222
+  NatsFlags nats;  // add_nats_options
   std::string subject = "kv.events.>";
   std::string out;
   std::uint64_t max_events = 0;
@@ -36,11 +36,14 @@ int run_capture(const CaptureFlags& flags) {
     return kExitFailure;
   }
   bus::ConnectionOptions options;
-  options.url = flags.nats_url;
+  if (std::string error; const int code = resolve_nats(flags.nats, options, error)) {
+    std::fprintf(stderr, "kvidx capture: %s\n", error.c_str());
+    return code;
+  }
   options.name = "kvidx-capture";
   auto connection = bus::Connection::connect(options);
   if (!connection) {
-    std::fprintf(stderr, "kvidx capture: %s\n", connect_failure(connection.error(), flags.nats_url).c_str());
+    std::fprintf(stderr, "kvidx capture: %s\n", connect_failure(connection.error(), options.url).c_str());
     return exit_code_for(connection.error());
   }
   install_interrupt_handlers();
@@ -54,7 +57,7 @@ int run_capture(const CaptureFlags& flags) {
   }
   subscription.value().set_unlimited_pending();
   std::fprintf(stderr, "kvidx capture: recording %s from %s into %s (Ctrl-C to stop)\n", flags.subject.c_str(),
-               bus::redact_url(flags.nats_url).c_str(), flags.out.c_str());
+               bus::redact_url(options.url).c_str(), flags.out.c_str());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(flags.duration_s);
   while (!interrupted().load()) {
     if (flags.max_events > 0 && capture.stats().events >= flags.max_events) break;
@@ -80,7 +83,7 @@ int run_capture(const CaptureFlags& flags) {
 void add_capture_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<CaptureFlags>();
   auto* cmd = app.add_subcommand("capture", "Record live KV events from NATS into an event log");
-  add_nats_option(*cmd, flags->nats_url);
+  add_nats_options(*cmd, flags->nats);
   cmd->add_option("--subject", flags->subject, "Subject or wildcard to record")->capture_default_str();
   cmd->add_option("--out", flags->out, "Event log to write ('-' for stdout, .gz compresses)")->required();
   cmd->add_option("--max", flags->max_events, "Stop after N events (0: no limit)");

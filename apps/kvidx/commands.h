@@ -16,5 +16,7 @@ void add_score_command(CLI::App& app, int& exit_code);
 void add_stats_command(CLI::App& app, int& exit_code);
 void add_publish_command(CLI::App& app, int& exit_code);
 void add_bridge_command(CLI::App& app, int& exit_code);
+void add_workers_command(CLI::App& app, int& exit_code);  // workers and remove-worker
+void add_nkey_command(CLI::App& app, int& exit_code);
 
 }  // namespace kvidx::cli

@@ -39,7 +39,7 @@ int write_dump(const DumpFlags& flags, const std::vector<RouterEvent>& events) {
 
 int run_dump(DumpFlags& flags) {
   int exit_code = kExitOk;
-  if (!flags.live.nats_url.empty()) {
+  if (!flags.live.nats.url.empty()) {
     auto client = LiveClient::connect(flags.live, "dump", exit_code);
     if (!client) return exit_code;
     auto events = client->dump(exit_code);
@@ -74,7 +74,7 @@ void add_dump_command(CLI::App& app, int& exit_code) {
       "Examples: kvidx dump --nats nats://127.0.0.1:4222 --out snapshot.jsonl.gz\n"
       "          kvidx dump --events captured.jsonl.gz --tree");
   cmd->callback([flags, &exit_code] {
-    if (flags->live.nats_url.empty() && flags->offline.events.empty()) {
+    if (flags->live.nats.url.empty() && flags->offline.events.empty()) {
       std::fprintf(stderr, "kvidx dump: give --nats URL (live) or --events FILE (offline)\n");
       exit_code = kExitUsage;
       return;

@@ -29,7 +29,7 @@ struct LiveClient::Impl {
 };
 
 void add_live_flags(CLI::App& cmd, LiveFlags& flags, bool live_needs_nats_flag) {
-  add_nats_option(cmd, flags.nats_url, live_needs_nats_flag);
+  add_nats_options(cmd, flags.nats, live_needs_nats_flag);
   cmd.add_option("--subject-prefix", flags.prefix, "Subject prefix of that service")->capture_default_str();
   cmd.add_option("--timeout", flags.timeout_s, "Seconds to wait for a reply")->capture_default_str();
 }
@@ -44,12 +44,16 @@ std::optional<LiveClient> LiveClient::connect(const LiveFlags& flags, const char
   impl->flags = flags;
   impl->command = command;
   bus::ConnectionOptions options;
-  options.url = flags.nats_url;
+  if (std::string error; const int code = resolve_nats(flags.nats, options, error)) {
+    impl->fail(exit_code, code, error);
+    return std::nullopt;
+  }
   options.name = std::string("kvidx-") + command;
   options.max_reconnect = 0;
+  options.log_async_errors = false;  // a refusal is reported in the command's own line (explain_refusal)
   auto connection = bus::Connection::connect(options);
   if (!connection) {
-    impl->fail(exit_code, exit_code_for(connection.error()), connect_failure(connection.error(), flags.nats_url));
+    impl->fail(exit_code, exit_code_for(connection.error()), connect_failure(connection.error(), options.url));
     return std::nullopt;
   }
   impl->connection = std::move(connection).value();
@@ -66,7 +70,8 @@ std::optional<std::string> LiveClient::request(const std::string& suffix, const 
     } else {
       const bool no_service = status == NATS_NO_RESPONDERS || reply.error().timed_out();
       impl_->fail(exit_code, kExitUnreachable,
-                  no_service ? fmt::format("no reply on {} within {} s (is kvidx serve running with prefix '{}'?)",
+                  refused_by_server(impl_->connection) ? explain_refusal(impl_->connection)
+                  : no_service ? fmt::format("no reply on {} within {} s (is kvidx serve running with prefix '{}'?)",
                                            subject, impl_->flags.timeout_s, impl_->flags.prefix)
                              : reply.error().message);
     }
@@ -97,7 +102,7 @@ std::optional<std::vector<RouterEvent>> LiveClient::dump(int& exit_code) {
     if (!message || message.value().no_responders()) {
       if (chunks == 0) {
         impl_->fail(exit_code, kExitUnreachable,
-                    fmt::format("no reply on {} within {} s (is kvidx serve running with prefix '{}'?)", subject,
+                    refused_by_server(conn) ? explain_refusal(conn) : fmt::format("no reply on {} within {} s (is kvidx serve running with prefix '{}'?)", subject,
                                 impl_->flags.timeout_s, impl_->flags.prefix));
       } else {
         impl_->fail(exit_code, kExitIncomplete,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/kvidx/nats_flags.h"
 #include "libindexer/protocol.h"
 
 namespace CLI {
@@ -17,14 +18,14 @@ class App;
 namespace kvidx::cli {
 
 struct LiveFlags {
-  std::string nats_url;
+  NatsFlags nats;
   std::string prefix = "kv";
   double timeout_s = 5;
 };
 
-// Adds --nats, --subject-prefix, --timeout. `live_needs_nats_flag` (dump, stats): --nats picks the
-// live mode over --events, so nats_url stays empty unless it is given ('--nats' alone: the default
-// URL); otherwise nats_url starts as the default URL ($NATS_URL, else nats://127.0.0.1:4222).
+// Adds the NATS connection options (nats_flags.h), --subject-prefix, --timeout.
+// `live_needs_nats_flag` (dump, stats): --nats picks the live mode over --events, so nats.url stays
+// empty unless it is given ('--nats' alone: the default URL).
 void add_live_flags(CLI::App& cmd, LiveFlags& flags, bool live_needs_nats_flag = false);
 
 class LiveClient {

@@ -3,10 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
+#include "apps/kvidx/nats_flags.h"
 
 int main(int argc, char** argv) {
   using namespace kvidx::cli;
@@ -26,10 +30,17 @@ int main(int argc, char** argv) {
   add_stats_command(app, exit_code);
   add_publish_command(app, exit_code);
   add_bridge_command(app, exit_code);
+  add_workers_command(app, exit_code);
+  add_nkey_command(app, exit_code);
 
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+  // NOTE: first thing: --password/--token values are wiped from argv (what ps shows) before anything
+  // else runs; CLI11 parses the copy.
+  std::vector<std::string> args = scrub_secret_arguments(argc, argv);
+  args.erase(args.begin());                // the program name
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -21,7 +21,7 @@ namespace kvidx::cli {
 namespace {
 
 struct PublishFlags {
-  std::string nats_url;  // add_nats_option: $NATS_URL, else nats://127.0.0.1:4222
+  NatsFlags nats;  // add_nats_options
   std::string events = "-";
   std::string mode = "jetstream";
   std::string prefix = "kv";
@@ -35,6 +35,8 @@ struct PublishFlags {
 // unconfirmed when the connection breaks.
 constexpr std::uint64_t kCoreFlushEvery = 1000;
 constexpr std::int64_t kAckWaitMs = 30000;
+constexpr std::int64_t kAckWaitStepMs = 500;
+
 
 // What happened to the events read, for the report.
 struct Tally {
@@ -73,12 +75,16 @@ int run_publish(const PublishFlags& flags) {
     return kExitFailure;
   }
   bus::ConnectionOptions options;
-  options.url = flags.nats_url;
+  if (std::string error; const int code = resolve_nats(flags.nats, options, error)) {
+    std::fprintf(stderr, "kvidx publish: %s\n", error.c_str());
+    return code;
+  }
   options.name = "kvidx-publish";
   options.max_reconnect = 0;  // NOTE: a broken connection must show as unacknowledged events, not a hang
+  options.log_async_errors = false;  // a refusal is reported in the command's own line (explain_refusal)
   auto connection = bus::Connection::connect(options);
   if (!connection) {
-    std::fprintf(stderr, "kvidx publish: %s\n", connect_failure(connection.error(), flags.nats_url).c_str());
+    std::fprintf(stderr, "kvidx publish: %s\n", connect_failure(connection.error(), options.url).c_str());
     return exit_code_for(connection.error());
   }
   const bool jetstream = flags.mode == "jetstream";
@@ -137,15 +143,30 @@ int run_publish(const PublishFlags& flags) {
                                if (!jetstream && ++unflushed >= kCoreFlushEvery) flush_core();
                              });
   if (jetstream) {
-    // NOTE: a timeout here leaves the unanswered publishes counted as not acknowledged.
-    if (auto done = js->publish_async_complete(kAckWaitMs); !done && t.stop.empty() && !done.error().timed_out()) {
-      t.stop = done.error().message;
+    // NOTE: a timeout here leaves the unanswered publishes counted as not acknowledged. Waits in
+    // steps so a publish the server refused (permissions: no answer ever comes) ends the wait.
+    for (std::int64_t waited = 0; waited < kAckWaitMs; waited += kAckWaitStepMs) {
+      auto done = js->publish_async_complete(kAckWaitStepMs);
+      if (done) break;
+      if (!done.error().timed_out()) {
+        if (t.stop.empty()) t.stop = done.error().message;
+        break;
+      }
+      if (refused_by_server(connection.value())) break;
     }
     t.acked = acks.acked.load();
     t.answered_error = acks.failed.load();
     t.first_answer_error = acks.first_error();
   } else if (t.stop.empty()) {
     flush_core();
+  }
+  // NOTE: the server answers a publish it does not permit with an asynchronous -ERR, not a negative
+  // ack: in core mode a flush still succeeds. Such a run is refused, whatever was counted.
+  std::string refusal;
+  if (refused_by_server(connection.value())) {
+    refusal = explain_refusal(connection.value());
+    if (jetstream) t.acked = acks.acked.load();
+    else t.acked = 0;
   }
   const bool was_interrupted = interrupted().load();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -166,6 +187,10 @@ int run_publish(const PublishFlags& flags) {
                  static_cast<unsigned long long>(t.attempted - t.acked), static_cast<unsigned long long>(t.attempted),
                  not_acked_detail(t, jetstream).c_str());
   }
+  if (!refusal.empty()) {
+    std::fprintf(stderr, "kvidx publish: %s\n", refusal.c_str());
+    return kExitUnreachable;
+  }
   if (!read.ok()) {
     std::fprintf(stderr, "kvidx publish: %s\n", read.error.c_str());
     return read.stats.bad_lines > 0 && flags.strict ? kExitBadInput : kExitFailure;
@@ -181,7 +206,7 @@ int run_publish(const PublishFlags& flags) {
 void add_publish_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<PublishFlags>();
   auto* cmd = app.add_subcommand("publish", "Publish the events of an event log to NATS, as workers would");
-  add_nats_option(*cmd, flags->nats_url);
+  add_nats_options(*cmd, flags->nats);
   cmd->add_option("--events", flags->events, "Event log to read ('-' for stdin, .gz ok)")->capture_default_str();
   cmd->add_option("--mode", flags->mode,
                   "jetstream (each event acknowledged by the stream) or core (acknowledged: a flush round trip "

@@ -31,7 +31,7 @@ namespace kvidx::cli {
 namespace {
 
 struct ServeFlags {
-  std::string nats;  // add_nats_option: $NATS_URL, else nats://127.0.0.1:4222
+  NatsFlags nats;  // add_nats_options
   std::string mode = "jetstream";
   std::size_t lanes = 4;
   std::string subject_prefix = "kv";
@@ -128,7 +128,16 @@ void log_zmq_stats(const bridge::InProcessBridges& bridges) {
 
 int run_serve(const ServeFlags& flags) {
   bus::ServiceConfig config;
-  config.nats_url = flags.nats;
+  {
+    bus::ConnectionOptions connection;
+    // NOTE: --check-config validates a deployment's config where its secret files may not exist.
+    if (std::string error; const int code = resolve_nats(flags.nats, connection, error, !flags.check_config)) {
+      std::fprintf(stderr, "kvidx serve: %s\n", error.c_str());
+      return code;
+    }
+    config.nats_url = connection.url;
+    config.nats_auth = connection.auth;
+  }
   if (flags.mode == "jetstream") config.mode = bus::IngestMode::jetstream;
   else if (flags.mode == "core") config.mode = bus::IngestMode::core;
   else {
@@ -218,10 +227,10 @@ int run_serve(const ServeFlags& flags) {
   }
   if (flags.check_config) {
     // NOTE: parse and validate only (deployment checks, e.g. the docker-compose config): no NATS.
-    std::printf("config ok: nats %s, mode %s, %zu lanes, prefix '%s', durable '%s', metrics %s, "
+    std::printf("config ok: nats %s (auth: %s), mode %s, %zu lanes, prefix '%s', durable '%s', metrics %s, "
                 "max message bytes %zu, max blocks per event %zu, max events per message %zu, max query hashes %zu, "
                 "max streams %s, %zu zmq sources\n",
-                bus::redact_url(config.nats_url).c_str(), flags.mode.c_str(), config.lanes, config.subject_prefix.c_str(),
+                bus::redact_url(config.nats_url).c_str(), bus::describe_auth(config.nats_auth).c_str(), flags.mode.c_str(), config.lanes, config.subject_prefix.c_str(),
                 config.durable.c_str(), flags.metrics.c_str(), config.limits.max_message_bytes,
                 config.limits.max_blocks_per_event, config.limits.max_events_per_batch, config.query_limits.max_hashes,
                 config.max_streams == 0 ? "unlimited" : std::to_string(config.max_streams).c_str(), zmq_sources.size());
@@ -307,7 +316,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<ServeFlags>();
   auto* cmd = app.add_subcommand("serve", "Consume KV events from NATS, keep the index, answer score queries");
   cmd->add_option("--config", flags->config_file, "Read serve flags from a TOML/INI file (keys: the long flags)");
-  add_nats_option(*cmd, flags->nats);
+  add_nats_options(*cmd, flags->nats);
   cmd->add_option("--mode", flags->mode, "jetstream (durable, acked after apply) or core (best effort)")
       ->capture_default_str();
   cmd->add_option("--lanes", flags->lanes, "Lane threads applying events")->capture_default_str()->check(CLI::Range(1, 256));

@@ -105,13 +105,13 @@ void add_stats_command(CLI::App& app, int& exit_code) {
       "Examples: kvidx stats --nats nats://127.0.0.1:4222 | jq .blocks\n"
       "          kvidx stats --events captured.jsonl.gz");
   cmd->callback([flags, &exit_code] {
-    if (flags->live.nats_url.empty() && flags->offline.events.empty()) {
+    if (flags->live.nats.url.empty() && flags->offline.events.empty()) {
       std::fprintf(stderr, "kvidx stats: give --nats [URL] (live; URL defaults to $NATS_URL, else %s) or --events FILE "
                            "(offline)\n", kDefaultNatsUrl);
       exit_code = kExitUsage;
       return;
     }
-    exit_code = flags->live.nats_url.empty() ? run_offline(*flags) : run_live(*flags);
+    exit_code = flags->live.nats.url.empty() ? run_offline(*flags) : run_live(*flags);
   });
 }
 

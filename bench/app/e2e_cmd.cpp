@@ -58,7 +58,9 @@ Messages make_messages(std::size_t events, std::size_t per_message) {
 }
 
 Connection connect(const testing::NatsServer& server) {
-  auto conn = Connection::connect({server.url()});
+  bus::ConnectionOptions options;
+  options.url = server.url();
+  auto conn = Connection::connect(options);
   if (!conn.ok()) throw std::runtime_error("cannot connect to " + server.url());
   return std::move(conn).value();
 }

@@ -9,9 +9,13 @@
 
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
+#include "replay/event_log_writer.h"
 #include "tests/faults/fault_support.h"
+#include "tests/support/event_builders.h"
+#include "tests/support/wait_until.h"
 
 using namespace kvidx;
 using namespace kvidx::faults;
@@ -19,6 +23,13 @@ using kvidx::testing::NatsServer;
 using kvidx::testing::TempDir;
 
 namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 std::string source_file(const std::string& relative) {
   std::ifstream in(std::string(KVIDX_SOURCE_DIR) + "/" + relative);
@@ -38,8 +49,10 @@ TEST_CASE("deploy: the compose file's kvidx.toml passes kvidx serve --check-conf
   const auto result = testing::run_command({testing::built_binary("kvidx"), "serve", "--config", kConfig, "--check-config"});
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
-  CHECK(result.out.find("config ok: nats nats://nats:4222, mode jetstream, 4 lanes, prefix 'kv', durable 'kvidx', "
-                        "metrics 0.0.0.0:9464") == 0);
+  // The secrets are named (files mounted by the compose file), never read here: they need not exist.
+  CHECK(result.out.find("config ok: nats tls://nats:4222 (auth: nkey /run/secrets/kvidx_nkey, tls ca /run/secrets/nats_ca, "
+                        "tls cert /run/secrets/kvidx_cert key /run/secrets/kvidx_key, inbox prefix _INBOX_kvidx), "
+                        "mode jetstream, 4 lanes, prefix 'kv', durable 'kvidx', metrics 127.0.0.1:9464") == 0);
   CHECK(result.out.find("max message bytes 8388608, max blocks per event 1048576") != std::string::npos);
   // A broken config is a usage error, not a silent default.
   TempDir dir;
@@ -51,18 +64,71 @@ TEST_CASE("deploy: the compose file's kvidx.toml passes kvidx serve --check-conf
             .exit_code == 2);
 }
 
-TEST_CASE("deploy: kvidx serve runs with the compose config against a real nats-server and stops cleanly") {
-  NatsServer server;
+TEST_CASE("deploy: kvidx serve runs with the compose config against the deployment's secured nats-server and stops cleanly") {
+  // deploy/make-secrets makes the CA, certificates, nkeys and auth.conf; deploy/nats/nats-server.conf
+  // runs with them (its /etc/nats and /data paths, ports and store moved into the test's temp dir).
   TempDir dir;
+  const std::string secrets = dir.file("secrets");
+  const auto made = testing::run_command({std::string(KVIDX_SOURCE_DIR) + "/deploy/make-secrets", "--dir", secrets,
+                                          "--workers", "1", "--kvidx", testing::built_binary("kvidx")});
+  REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+  std::string conf = source_file("deploy/nats/nats-server.conf");
+  const int http_port = testing::find_free_port();
+  conf = std::regex_replace(conf, std::regex("/etc/nats/secrets/"), secrets + "/");
+  // The test's server fixture gives its own store dir (-sd) and port (-p).
+  conf = std::regex_replace(conf, std::regex("store_dir: /data"), "");
+  conf = std::regex_replace(conf, std::regex("\nhttp: 8222"), "\nhttp: \"127.0.0.1:" + std::to_string(http_port) + "\"");
+  std::ofstream(dir.file("nats-server.conf")) << conf;
+  std::ofstream(dir.file("permissions.conf")) << source_file("deploy/nats/permissions.conf");
+  std::ofstream(dir.file("auth.conf")) << read_text(secrets + "/auth.conf");
+  const auto checked = testing::run_command({"/usr/sbin/nats-server", "-c", dir.file("nats-server.conf"), "-t"});
+  REQUIRE_MESSAGE(checked.exit_code == 0, checked.out << checked.err);
+  NatsServer server(testing::NatsServerOptions::with_args({"-c", dir.file("nats-server.conf")}));
+  const std::string url = "tls://127.0.0.1:" + std::to_string(server.port());
+  auto as = [&](const std::string& role, std::vector<std::string> args, const std::string& inbox) {
+    std::vector<std::string> out = {testing::built_binary("kvidx")};
+    out.insert(out.end(), args.begin(), args.end());
+    for (const std::string& a : {std::string("--nats"), url, std::string("--tlsca"), secrets + "/ca.pem",
+                                 std::string("--tlscert"), secrets + "/" + role + ".pem", std::string("--tlskey"),
+                                 secrets + "/" + role + ".key", std::string("--nkey"), secrets + "/" + role + ".nk",
+                                 std::string("--inbox-prefix"), inbox}) {
+      out.push_back(a);
+    }
+    return out;
+  };
   const int metrics_port = testing::find_free_port();
-  ServeProcess serve(server, dir, "kvidx",
-                     {"--config", kConfig, "--nats", server.url(), "--metrics", "127.0.0.1:" + std::to_string(metrics_port)},
-                     /*default_flags=*/false);
-  bus::Connection conn = connect_to(server);
-  const Json stats = wait_ready(conn, serve);
-  CHECK(stats.at("lanes") == 4);
-  CHECK(stats.at("mode") == "jetstream");
+  // The compose config as is, but for where the server and the secrets are.
+  testing::ChildProcess serve(as("kvidx", {"serve", "--config", kConfig, "--metrics", "127.0.0.1:" + std::to_string(metrics_port)},
+                                 "_INBOX_kvidx"),
+                              dir.file("serve.log"));
+  REQUIRE_MESSAGE(testing::wait_until([&] { return testing::run_command(as("operator", {"workers", "--timeout", "0.5"}, "_INBOX_operator"))
+                                              .exit_code == 0; },
+                             std::chrono::seconds(30)),
+                  read_text(dir.file("serve.log.err")));
+  {
+    EventLogWriter out(dir.file("events.jsonl"));
+    out.write(testing::make_store_event(1, {1, 2, 3}));
+    REQUIRE(out.close());
+  }
+  const auto published = testing::run_command(as("worker-1", {"publish", "--events", dir.file("events.jsonl")}, "_INBOX_worker1"));
+  CHECK_MESSAGE(published.exit_code == 0, published.err);
+  testing::CommandResult score;
+  CHECK_MESSAGE(testing::wait_until(
+                    [&] {
+                      score = testing::run_command(as("router", {"score", "--hashes", "1,2,3"}, "_INBOX_router"));
+                      return score.exit_code == 0 &&
+                             nlohmann::json::parse(score.out)["scores"] ==
+                                 nlohmann::json::parse(R"([{"worker_id":1,"dp_rank":0,"score":3}])");
+                    },
+                    std::chrono::seconds(15)),
+                score.out << score.err);
+  // The router may not change the index; a client without the deployment's certificate gets nowhere.
+  CHECK(testing::run_command(as("router", {"remove-worker", "--worker-id", "1", "--timeout", "1"}, "_INBOX_router")).exit_code == 4);
+  CHECK(testing::run_command({testing::built_binary("kvidx"), "workers", "--nats", url, "--tlsca", secrets + "/ca.pem",
+                              "--nkey", secrets + "/router.nk"})
+            .exit_code == 4);
   CHECK(serve.stop(SIGTERM) == 0);
+  CHECK(read_text(dir.file("serve.log")).find("Permissions Violation") == std::string::npos);
 }
 
 TEST_CASE("deploy: docker-compose mounts the config where the Dockerfile reads it, the Dockerfile has lib.sh's build packages") {
@@ -72,7 +138,18 @@ TEST_CASE("deploy: docker-compose mounts the config where the Dockerfile reads i
   CHECK(compose.find(R"(["serve", "--config", "/etc/kvidx/kvidx.toml"])") != std::string::npos);
   CHECK(dockerfile.find(R"(CMD ["serve", "--config", "/etc/kvidx/kvidx.toml"])") != std::string::npos);
   CHECK(compose.find("./deploy/prometheus.yml:/etc/prometheus/prometheus.yml:ro") != std::string::npos);
-  CHECK(source_file("deploy/prometheus.yml").find("kvidx:9464") != std::string::npos);
+  // Prometheus scrapes kvidx's loopback metrics address from kvidx's network namespace; nothing of
+  // kvidx or NATS's monitoring is published, NATS's client port only on loopback by default.
+  CHECK(source_file("deploy/prometheus.yml").find("\"127.0.0.1:9464\"") != std::string::npos);
+  CHECK(source_file("deploy/kvidx.toml").find("metrics = \"127.0.0.1:9464\"") != std::string::npos);
+  CHECK(compose.find("network_mode: \"service:kvidx\"") != std::string::npos);
+  CHECK(compose.find("\"${KVIDX_NATS_BIND:-127.0.0.1}:4222:4222\"") != std::string::npos);
+  CHECK(compose.find("8222:") == std::string::npos);
+  CHECK(compose.find("9464:") == std::string::npos);
+  CHECK(compose.find("\"127.0.0.1:9090:9090\"") != std::string::npos);
+  for (const char* secret : {"ca.pem", "kvidx.pem", "kvidx.key", "kvidx.nk", "auth.conf"}) {
+    CHECK_MESSAGE(compose.find(std::string("./deploy/secrets/") + secret) != std::string::npos, secret);
+  }
   // Packages: every one lib.sh installs, except those only the tests and scripts use.
   const std::string lib = source_file("scripts/lib.sh");
   const auto open = lib.find("KVIDX_PACKAGES=(");
