@@ -245,8 +245,37 @@ struct ZmqEventBridge::Impl {
       return;
     }
     replay_deadline = std::chrono::steady_clock::now() + config.replay_timeout;
-    if (*seq >= replay_target) return;  // held in `buffered` already
+    if (*seq >= replay_target) {
+      hold_replayed(*seq, frames.back());
+      return;
+    }
     accept(Held{*seq, std::move(frames.back()), true}, Source::replay);
+  }
+
+  // A replayed batch at or past the target: the engine still had it when it answered. It fills a
+  // hole among the held live batches (one lost while this replay ran), so no second replay is
+  // needed for it; a batch held already, or past the last held one (the live socket brings it, or
+  // the drain finds its gap), is ignored.
+  void hold_replayed(std::uint64_t seq, zmq::message_t& payload) {
+    if (buffered.size() >= config.max_buffered_batches) return;  // the drain's replay fetches it
+    for (auto it = buffered.begin(); it != buffered.end(); ++it) {
+      // NOTE: held seqs ascend from replay_target (front) until an engine restart, after which
+      // they are another run's: stop there.
+      if (it != buffered.begin() && it->seq <= std::prev(it)->seq) return;
+      if (it->seq == seq) return;
+      if (it->seq > seq) {
+        // NOTE: `it` is not the front (front().seq == replay_target <= seq). The hole is a gap the
+        // drain will not see: count it here, once (a run of replayed batches is one gap).
+        const Held& before = *std::prev(it);
+        if (!(before.replayed && before.seq + 1 == seq)) {
+          ++stats.gaps;
+          spdlog::info("bridge: gap before seq {} (found during a replay): filled from the replay's answer", it->seq);
+        }
+        ++stats.missing_batches;
+        buffered.insert(it, Held{seq, std::move(payload), true});
+        return;
+      }
+    }
   }
 
   void run() {

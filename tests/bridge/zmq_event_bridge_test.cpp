@@ -399,6 +399,10 @@ TEST_CASE("a_gap_found_while_a_replay_runs_is_replayed_too") {
     CHECK(s.missing_batches == 2);
     CHECK(s.replay_failures == 0);
     CHECK(s.duplicate_batches == 0);
+    // An answer read when the engine serves it holds seq 4 already: one replay fills both gaps.
+    const std::uint64_t replays = snapshot == ReplaySnapshot::at_answer ? 1 : 2;
+    CHECK(s.replays_requested == replays);
+    CHECK(engine.replay_requests() == replays);
     CHECK(ids_of(sink.events()) == std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6});
     REQUIRE(indexer.flush() == IndexerStatus::ok);
     CHECK(two_gap_script_scores(indexer) == expected_scores);
