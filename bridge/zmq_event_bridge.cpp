@@ -64,6 +64,7 @@ struct ZmqEventBridge::Impl {
   bool draining_after_failure = false;  // no new replay while the held batches of a failed one drain
   std::uint64_t replay_from = 0;
   std::uint64_t replay_target = 0;  // first held seq (buffered.front() while replaying)
+  std::size_t hold_cursor = 0;      // where hold_replayed() resumes in `buffered`
   std::chrono::steady_clock::time_point replay_deadline;
   std::deque<Held> buffered;
   std::vector<RouterEvent> out;
@@ -128,6 +129,7 @@ struct ZmqEventBridge::Impl {
     replaying = true;
     replay_from = from;
     replay_target = trigger.seq;
+    hold_cursor = 0;
     replay_deadline = std::chrono::steady_clock::now() + config.replay_timeout;
     trigger.gap_requested = true;
     buffered.push_front(std::move(trigger));
@@ -258,7 +260,10 @@ struct ZmqEventBridge::Impl {
   // the drain finds its gap), is ignored.
   void hold_replayed(std::uint64_t seq, zmq::message_t& payload) {
     if (buffered.size() >= config.max_buffered_batches) return;  // the drain's replay fetches it
-    for (auto it = buffered.begin(); it != buffered.end(); ++it) {
+    // NOTE: the answer ascends, so the scan resumes where the last one stopped (hold_cursor):
+    // linear in held + replayed batches, not their product.
+    for (; hold_cursor < buffered.size(); ++hold_cursor) {
+      const auto it = buffered.begin() + static_cast<std::ptrdiff_t>(hold_cursor);
       // NOTE: held seqs ascend from replay_target (front) until an engine restart, after which
       // they are another run's: stop there.
       if (it != buffered.begin() && it->seq <= std::prev(it)->seq) return;
@@ -273,6 +278,7 @@ struct ZmqEventBridge::Impl {
         }
         ++stats.missing_batches;
         buffered.insert(it, Held{seq, std::move(payload), true});
+        ++hold_cursor;  // past the inserted batch, at `it` again
         return;
       }
     }

@@ -431,3 +431,35 @@ TEST_CASE("a_gap_found_while_a_replay_runs_and_gone_from_the_engine_buffer_is_lo
   CHECK(s.replay_failures == 0);
   CHECK(ids_of(sink.events()) == std::vector<std::uint64_t>{0, 1, 2, 3, 5});  // id 4 skipped for seq 4
 }
+
+TEST_CASE("a_run_of_batches_lost_while_a_replay_runs_is_one_gap_filled_by_its_answer") {
+  FakeVllmEngine engine(true);
+  engine.hold_replays(ReplaySnapshot::at_answer);
+  RecordingSink sink;
+  ZmqEventBridge bridge(config_for(engine, true), sink);
+  REQUIRE(bridge.start().ok());
+  engine.wait_for_subscriber();
+
+  engine.publish(0, pack_batch({EngineCleared{}}));
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 1; }));
+  engine.publish(1, pack_batch({EngineCleared{}}), false);
+  engine.publish(2, pack_batch({EngineCleared{}}));
+  REQUIRE(wait_until([&] { return engine.replay_requests() == 1; }));
+  engine.publish(3, pack_batch({EngineCleared{}}));
+  engine.publish(4, pack_batch({EngineCleared{}}), false);
+  engine.publish(5, pack_batch({EngineCleared{}}), false);
+  engine.publish(6, pack_batch({EngineCleared{}}));
+  engine.publish(7, pack_batch({EngineCleared{}}), false);
+  engine.publish(8, pack_batch({EngineCleared{}}));
+  REQUIRE(wait_until([&] { return bridge.stats().frames == 5; }));  // seqs 0, 2, 3, 6, 8
+  engine.release_replays();
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 9; }));
+  const auto s = bridge.stats();
+  CHECK(s.gaps == 3);  // before 2, before 6 (4 and 5), before 8
+  CHECK(s.missing_batches == 4);
+  CHECK(s.replayed_batches == 4);
+  CHECK(s.unrecovered_batches == 0);
+  CHECK(s.replays_requested == 1);
+  CHECK(s.duplicate_batches == 0);
+  CHECK(ids_of(sink.events()) == std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8});
+}
