@@ -14,8 +14,9 @@
 //    from last + 1 and buffer live batches meanwhile; replayed batches are delivered in order as
 //    they come, then the buffered live ones, in order (NOTE: delivering live batches during the
 //    replay could resurrect blocks removed in between). A gap among the held live batches (a
-//    batch lost while the replay ran) is counted when the drain reaches it and replayed in turn,
-//    the batches after it held again. Whatever the engine's buffer could no longer supply is an
+//    batch lost while the replay ran) is filled from the answer's batches past the target when
+//    the engine still had them; else it is counted when the drain reaches it and replayed in
+//    turn, the batches after it held again. Whatever the engine's buffer could no longer supply is an
 //    unrecoverable gap (so is every gap after a failed replay, until the held batches are
 //    delivered). Without replay the gap is unrecoverable at once.
 //    Unrecoverable: counted, event ids skipped by the lost batch count (so kvidx sees the gap
