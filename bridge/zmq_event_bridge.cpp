@@ -31,6 +31,14 @@ std::span<const std::byte> bytes_of(const zmq::message_t& frame) {
 
 enum class Source : std::uint8_t { live, replay, drained };
 
+// A batch handed to accept(): live, from the replay socket, or held during a replay.
+struct Held {
+  std::uint64_t seq = 0;
+  zmq::message_t payload;
+  bool replayed = false;       // came from the replay socket (counted as replayed when delivered)
+  bool gap_requested = false;  // the gap before it was counted and its replay asked for already
+};
+
 }  // namespace
 
 struct ZmqEventBridge::Impl {
@@ -53,9 +61,12 @@ struct ZmqEventBridge::Impl {
   ZmqBridgeStats stats;
   std::optional<std::uint64_t> last;
   bool replaying = false;
-  std::uint64_t replay_target = 0;  // first live seq held in `buffered`
+  bool draining_after_failure = false;  // no new replay while the held batches of a failed one drain
+  std::uint64_t replay_from = 0;
+  std::uint64_t replay_target = 0;  // first held seq (buffered.front() while replaying)
+  std::size_t hold_cursor = 0;      // where hold_replayed() resumes in `buffered`
   std::chrono::steady_clock::time_point replay_deadline;
-  std::deque<std::pair<std::uint64_t, zmq::message_t>> buffered;
+  std::deque<Held> buffered;
   std::vector<RouterEvent> out;
 
   void connect_dealer() {
@@ -84,7 +95,9 @@ struct ZmqEventBridge::Impl {
   }
 
   // Batches lost for good: ids skipped so kvidx sees the gap; optional re-sync by `cleared`.
-  void lose(std::uint64_t count) {
+  void lose(std::uint64_t count, std::uint64_t before_seq, const char* why) {
+    spdlog::warn("bridge: {} batches before seq {} lost ({}){}", count, before_seq, why,
+                 config.clear_on_gap ? "; clearing" : "");
     stats.unrecovered_batches += count;
     converter.skip_event_ids(count, config.conversion.default_dp_rank);
     if (config.clear_on_gap) {
@@ -93,57 +106,74 @@ struct ZmqEventBridge::Impl {
     }
   }
 
-  void deliver(std::uint64_t seq, const zmq::message_t& payload, Source source) {
-    last = seq;
-    auto batch = decode_vllm_event_batch(bytes_of(payload), config.limits);
+  void deliver(const Held& item) {
+    last = item.seq;
+    auto batch = decode_vllm_event_batch(bytes_of(item.payload), config.limits);
     if (!batch) {
-      if (stats.malformed_frames++ < 10) spdlog::warn("bridge: undecodable batch seq {}: {}", seq, batch.error().message());
+      if (stats.malformed_frames++ < 10) {
+        spdlog::warn("bridge: undecodable batch seq {}: {}", item.seq, batch.error().message());
+      }
       converter.skip_event_ids(1, config.conversion.default_dp_rank);
       return;
     }
     converter.convert(batch.value(), out);
     hand_to_sink();
     ++stats.batches_delivered;
-    if (source == Source::replay) ++stats.replayed_batches;
+    if (item.replayed) ++stats.replayed_batches;
   }
 
-  void start_replay(std::uint64_t from, std::uint64_t target, zmq::message_t payload) {
+  // Asks for the batches from `from` on and holds `trigger` (the batch after the gap) in front of
+  // the batches held already, which all come after it.
+  void start_replay(std::uint64_t from, Held trigger, const char* found) {
     ++stats.replays_requested;
     replaying = true;
-    replay_target = target;
+    replay_from = from;
+    replay_target = trigger.seq;
+    hold_cursor = 0;
     replay_deadline = std::chrono::steady_clock::now() + config.replay_timeout;
-    buffered.emplace_back(target, std::move(payload));
+    trigger.gap_requested = true;
+    buffered.push_front(std::move(trigger));
     unsigned char request[8];
     for (int i = 0; i < 8; ++i) request[i] = static_cast<unsigned char>(from >> (56 - 8 * i));
     // NOTE: the empty first frame is the delimiter a REQ socket would add; vLLM's ROUTER expects
     // [identity, empty, start] and answers with the same envelope.
     const bool sent = dealer->send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
                       dealer->send(zmq::buffer(request, sizeof(request)), zmq::send_flags::dontwait);
-    spdlog::info("bridge: {} seq {}: replay requested from seq {}", last ? "gap before" : "late start at", target, from);
+    spdlog::info("bridge: {} seq {}{}: replay requested from seq {}", last ? "gap before" : "late start at",
+                 replay_target, found, from);
     if (!sent) finish_replay(false);
   }
 
   void finish_replay(bool completed) {
     replaying = false;
+    const bool was_failure = draining_after_failure;
     if (!completed) {
       ++stats.replay_failures;
-      spdlog::warn("bridge: replay did not complete; delivering the {} buffered batches", buffered.size());
+      spdlog::warn("bridge: replay from seq {} did not complete; delivering the {} held batches", replay_from,
+                   buffered.size());
       connect_dealer();  // drop any late answer to the abandoned request
+      draining_after_failure = true;
+    } else {
+      spdlog::info("bridge: replay from seq {} answered; delivering the {} held batches", replay_from, buffered.size());
     }
-    while (!buffered.empty()) {
-      auto [seq, payload] = std::move(buffered.front());
+    // NOTE: a gap among the held batches starts the next replay (the rest stay held behind it),
+    // which ends this drain; the next answer drains on.
+    while (!replaying && !buffered.empty()) {
+      Held item = std::move(buffered.front());
       buffered.pop_front();
-      accept(seq, std::move(payload), Source::drained);
+      accept(std::move(item), Source::drained);
     }
+    draining_after_failure = was_failure;
   }
 
-  void accept(std::uint64_t seq, zmq::message_t payload, Source source) {
+  void accept(Held item, Source source) {
+    const std::uint64_t seq = item.seq;
     if (!last) {
       if (source == Source::live && dealer && config.catch_up_on_start && seq > 0) {
-        start_replay(0, seq, std::move(payload));
+        start_replay(0, std::move(item), "");
         return;
       }
-      deliver(seq, payload, source);
+      deliver(item);
       return;
     }
     if (seq <= *last) {
@@ -156,25 +186,30 @@ struct ZmqEventBridge::Impl {
       for (DpRank rank : converter.known_ranks()) out.push_back(converter.make_cleared(rank));
       hand_to_sink();
       last.reset();
-      accept(seq, std::move(payload), source);
+      accept(std::move(item), source);
       return;
     }
     if (seq == *last + 1) {
-      deliver(seq, payload, source);
+      deliver(item);
       return;
     }
     const std::uint64_t missing = seq - *last - 1;
-    if (source == Source::live) {
+    // Invariant: each gap is counted once, when first found (live, or among the batches held during
+    // a replay), and each missing batch ends up either replayed or lost, once.
+    if (source == Source::replay) {
+      lose(missing, seq, "gone from the engine's replay buffer");
+    } else if (item.gap_requested) {
+      lose(missing, seq, draining_after_failure ? "replay failed" : "gone from the engine's replay buffer");
+    } else {
       ++stats.gaps;
       stats.missing_batches += missing;
-      if (dealer) {
-        start_replay(*last + 1, seq, std::move(payload));
+      if (dealer && !draining_after_failure) {
+        start_replay(*last + 1, std::move(item), source == Source::live ? "" : " (found during a replay)");
         return;
       }
-      spdlog::warn("bridge: {} batches missing before seq {} (no replay endpoint)", missing, seq);
+      lose(missing, seq, dealer ? "replay failed" : "no replay endpoint");
     }
-    lose(missing);
-    deliver(seq, payload, source);
+    deliver(item);
   }
 
   void on_live(std::vector<zmq::message_t>& frames) {
@@ -185,11 +220,11 @@ struct ZmqEventBridge::Impl {
       return;
     }
     if (replaying) {
-      buffered.emplace_back(*seq, std::move(frames[2]));
+      buffered.push_back(Held{*seq, std::move(frames[2])});
       if (buffered.size() >= config.max_buffered_batches) finish_replay(false);
       return;
     }
-    accept(*seq, std::move(frames[2]), Source::live);
+    accept(Held{*seq, std::move(frames[2])}, Source::live);
   }
 
   void on_replay(std::vector<zmq::message_t>& frames) {
@@ -212,8 +247,41 @@ struct ZmqEventBridge::Impl {
       return;
     }
     replay_deadline = std::chrono::steady_clock::now() + config.replay_timeout;
-    if (*seq >= replay_target) return;  // held in `buffered` already
-    accept(*seq, std::move(frames.back()), Source::replay);
+    if (*seq >= replay_target) {
+      hold_replayed(*seq, frames.back());
+      return;
+    }
+    accept(Held{*seq, std::move(frames.back()), true}, Source::replay);
+  }
+
+  // A replayed batch at or past the target: the engine still had it when it answered. It fills a
+  // hole among the held live batches (one lost while this replay ran), so no second replay is
+  // needed for it; a batch held already, or past the last held one (the live socket brings it, or
+  // the drain finds its gap), is ignored.
+  void hold_replayed(std::uint64_t seq, zmq::message_t& payload) {
+    if (buffered.size() >= config.max_buffered_batches) return;  // the drain's replay fetches it
+    // NOTE: the answer ascends, so the scan resumes where the last one stopped (hold_cursor):
+    // linear in held + replayed batches, not their product.
+    for (; hold_cursor < buffered.size(); ++hold_cursor) {
+      const auto it = buffered.begin() + static_cast<std::ptrdiff_t>(hold_cursor);
+      // NOTE: held seqs ascend from replay_target (front) until an engine restart, after which
+      // they are another run's: stop there.
+      if (it != buffered.begin() && it->seq <= std::prev(it)->seq) return;
+      if (it->seq == seq) return;
+      if (it->seq > seq) {
+        // NOTE: `it` is not the front (front().seq == replay_target <= seq). The hole is a gap the
+        // drain will not see: count it here, once (a run of replayed batches is one gap).
+        const Held& before = *std::prev(it);
+        if (!(before.replayed && before.seq + 1 == seq)) {
+          ++stats.gaps;
+          spdlog::info("bridge: gap before seq {} (found during a replay): filled from the replay's answer", it->seq);
+        }
+        ++stats.missing_batches;
+        buffered.insert(it, Held{seq, std::move(payload), true});
+        ++hold_cursor;  // past the inserted batch, at `it` again
+        return;
+      }
+    }
   }
 
   void run() {

@@ -13,8 +13,12 @@
 //  - seq >  last + 1: a gap of (seq - last - 1) batches. With a replay endpoint: request replay
 //    from last + 1 and buffer live batches meanwhile; replayed batches are delivered in order as
 //    they come, then the buffered live ones, in order (NOTE: delivering live batches during the
-//    replay could resurrect blocks removed in between). Whatever the replay could not supply is
-//    an unrecoverable gap. Without replay the gap is unrecoverable at once.
+//    replay could resurrect blocks removed in between). A gap among the held live batches (a
+//    batch lost while the replay ran) is filled from the answer's batches past the target when
+//    the engine still had them; else it is counted when the drain reaches it and replayed in
+//    turn, the batches after it held again. Whatever the engine's buffer could no longer supply is an
+//    unrecoverable gap (so is every gap after a failed replay, until the held batches are
+//    delivered). Without replay the gap is unrecoverable at once.
 //    Unrecoverable: counted, event ids skipped by the lost batch count (so kvidx sees the gap
 //    too), and with `clear_on_gap` a `cleared` is emitted per known rank first (re-sync).
 //  - seq <= last on the live socket: the engine restarted (a PUB never repeats a seq): a
@@ -63,8 +67,8 @@ struct ZmqBridgeStats {
   std::uint64_t batches_delivered = 0;    // batches converted and handed to the sink (live + replayed)
   std::uint64_t router_events = 0;        // RouterEvents handed to the sink
   std::uint64_t malformed_frames = 0;     // bad framing or undecodable payload
-  std::uint64_t gaps = 0;                 // gaps detected (recovered or not)
-  std::uint64_t missing_batches = 0;      // batches missing across detected gaps
+  std::uint64_t gaps = 0;                 // gaps detected (recovered or not), each counted once
+  std::uint64_t missing_batches = 0;      // batches missing across gaps (each ends replayed or lost)
   std::uint64_t replays_requested = 0;
   std::uint64_t replayed_batches = 0;     // delivered from the replay socket
   std::uint64_t replay_failures = 0;      // timed out or live buffer overflow

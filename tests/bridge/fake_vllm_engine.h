@@ -196,6 +196,9 @@ inline std::string pack_batch(const std::vector<EngineEvent>& events, std::uint3
 // ---- the publisher ------------------------------------------------------------------------
 
 enum class ReplayReplyShape : std::uint8_t { with_topic, without_topic };
+// Which batches a held replay answers with: those buffered when the request arrived, or those
+// buffered when it is answered (vLLM reads its buffer when it serves the request).
+enum class ReplaySnapshot : std::uint8_t { at_request, at_answer };
 
 class FakeVllmEngine {
  public:
@@ -218,7 +221,16 @@ class FakeVllmEngine {
 
   std::string endpoint() const { return pub_.get(zmq::sockopt::last_endpoint); }
   std::string replay_endpoint() const { return router_ ? router_->get(zmq::sockopt::last_endpoint) : std::string(); }
+  // Counts a request once its snapshot (ReplaySnapshot::at_request) is taken.
   std::uint64_t replay_requests() const { return replay_requests_.load(); }
+
+  // A slow engine: replay requests are read (and counted) but answered only after
+  // release_replays(), so a test can publish (and drop) batches while a replay is under way.
+  void hold_replays(ReplaySnapshot snapshot) {
+    snapshot_at_request_ = snapshot == ReplaySnapshot::at_request;
+    hold_ = true;
+  }
+  void release_replays() { hold_ = false; }
 
   // Blocks until a subscriber's subscription reached the XPUB (the bridge is connected).
   void wait_for_subscriber(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
@@ -262,14 +274,20 @@ class FakeVllmEngine {
       std::vector<zmq::message_t> request;
       if (!zmq::recv_multipart(*router_, std::back_inserter(request))) continue;
       if (request.size() != 3 || request[2].size() != 8) continue;
-      ++replay_requests_;
       std::uint64_t start = 0;
       for (std::size_t i = 0; i < 8; ++i) start = (start << 8) | static_cast<const unsigned char*>(request[2].data())[i];
       const std::string identity = request[0].to_string();
-      std::vector<std::pair<std::uint64_t, std::string>> snapshot;
-      {
+      const auto take_snapshot = [this] {
         std::lock_guard lock(mutex_);
-        snapshot = history_;
+        return history_;
+      };
+      const bool held = hold_;
+      std::vector<std::pair<std::uint64_t, std::string>> snapshot;
+      if (!held || snapshot_at_request_) snapshot = take_snapshot();
+      ++replay_requests_;
+      if (held) {
+        while (hold_ && !stop_) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        if (!snapshot_at_request_) snapshot = take_snapshot();
       }
       for (const auto& [seq, payload] : snapshot) {
         if (seq >= start) reply(identity, seq_bytes(seq), payload);
@@ -295,6 +313,8 @@ class FakeVllmEngine {
   std::thread replay_thread_;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> replay_requests_{0};
+  std::atomic<bool> hold_{false};
+  std::atomic<bool> snapshot_at_request_{true};
   std::mutex mutex_;
   std::vector<std::pair<std::uint64_t, std::string>> history_;  // guarded by mutex_
 };

@@ -307,3 +307,159 @@ TEST_CASE("a_replay_socket_that_never_answers_times_out_and_live_batches_still_f
   CHECK(s.unrecovered_batches == 1);
   CHECK(ids_of(sink.events()) == std::vector<std::uint64_t>{0, 2, 3});
 }
+
+namespace {
+
+// Six batches where each dropped one matters to the final scores: seq 1 removes 102, seq 4
+// removes 301 and stores 302, the parent of seq 5's block.
+std::vector<std::string> two_gap_script() {
+  return {
+      pack_batch({stored({101, 102}, std::nullopt, 1)}),
+      pack_batch({EngineRemoved{{102}}}),
+      pack_batch({stored({201}, 101, 21)}),
+      pack_batch({stored({301}, 201, 31)}),
+      pack_batch({EngineRemoved{{301}}, stored({302}, 201, 41)}),
+      pack_batch({stored({401}, 302, 51)}),
+  };
+}
+
+std::vector<std::uint32_t> two_gap_script_scores(const LaneIndexer& indexer) {
+  const auto path = [](std::initializer_list<std::uint32_t> firsts) {
+    std::vector<LocalBlockHash> q;
+    for (std::uint32_t first : firsts) {
+      for (auto h : query_for(first, 1)) q.push_back(h);
+    }
+    return q;
+  };
+  return {score_of(indexer, query_for(1, 2)), score_of(indexer, path({1, 21, 31})),
+          score_of(indexer, path({1, 21, 41, 51}))};
+}
+
+// The scores of the script delivered without a drop.
+std::vector<std::uint32_t> two_gap_script_scores_without_drops() {
+  FakeVllmEngine engine(false);
+  LaneIndexer indexer(2);
+  LaneIndexerSink to_indexer(indexer);
+  ZmqEventBridge bridge(config_for(engine, false), to_indexer);
+  REQUIRE(bridge.start().ok());
+  engine.wait_for_subscriber();
+  const auto script = two_gap_script();
+  for (std::uint64_t seq = 0; seq < script.size(); ++seq) engine.publish(seq, script[seq]);
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == script.size(); }));
+  REQUIRE(indexer.flush() == IndexerStatus::ok);
+  return two_gap_script_scores(indexer);
+}
+
+// Publishes the script with seq 1 dropped (the bridge asks for a replay, which the engine holds)
+// and seq 4 dropped while that replay is held; `before_release` runs just before the engine answers.
+void publish_with_a_gap_during_the_replay(FakeVllmEngine& engine, const ZmqEventBridge& bridge,
+                                          const std::function<void()>& before_release) {
+  const auto script = two_gap_script();
+  engine.publish(0, script[0]);
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 1; }));
+  engine.publish(1, script[1], false);
+  engine.publish(2, script[2]);
+  REQUIRE(wait_until([&] { return engine.replay_requests() == 1; }));
+  engine.publish(3, script[3]);
+  engine.publish(4, script[4], false);
+  engine.publish(5, script[5]);
+  // Seqs 2, 3 and 5 arrived while the replay was under way (buffered by the bridge).
+  REQUIRE(wait_until([&] { return bridge.stats().frames == 4; }));
+  CHECK(bridge.stats().replaying);
+  before_release();
+  engine.release_replays();
+  REQUIRE(wait_until([&] {
+    const auto s = bridge.stats();
+    return s.have_last_seq && s.last_seq == 5 && !s.replaying;
+  }));
+}
+
+}  // namespace
+
+TEST_CASE("a_gap_found_while_a_replay_runs_is_replayed_too") {
+  const auto expected_scores = two_gap_script_scores_without_drops();
+  CHECK(expected_scores == std::vector<std::uint32_t>{1, 2, 4});
+  for (ReplaySnapshot snapshot : {ReplaySnapshot::at_request, ReplaySnapshot::at_answer}) {
+    CAPTURE(static_cast<int>(snapshot));
+    FakeVllmEngine engine(true);
+    engine.hold_replays(snapshot);
+    LaneIndexer indexer(2);
+    LaneIndexerSink to_indexer(indexer);
+    RecordingSink sink(&to_indexer);
+    ZmqEventBridge bridge(config_for(engine, true), sink);
+    REQUIRE(bridge.start().ok());
+    engine.wait_for_subscriber();
+    publish_with_a_gap_during_the_replay(engine, bridge, [] {});
+
+    const auto s = bridge.stats();
+    CHECK(s.batches_delivered == 6);
+    CHECK(s.replayed_batches == 2);
+    CHECK(s.unrecovered_batches == 0);
+    CHECK(s.gaps == 2);
+    CHECK(s.missing_batches == 2);
+    CHECK(s.replay_failures == 0);
+    CHECK(s.duplicate_batches == 0);
+    // An answer read when the engine serves it holds seq 4 already: one replay fills both gaps.
+    const std::uint64_t replays = snapshot == ReplaySnapshot::at_answer ? 1 : 2;
+    CHECK(s.replays_requested == replays);
+    CHECK(engine.replay_requests() == replays);
+    CHECK(ids_of(sink.events()) == std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6});
+    REQUIRE(indexer.flush() == IndexerStatus::ok);
+    CHECK(two_gap_script_scores(indexer) == expected_scores);
+  }
+}
+
+TEST_CASE("a_gap_found_while_a_replay_runs_and_gone_from_the_engine_buffer_is_lost_once") {
+  FakeVllmEngine engine(true);
+  engine.hold_replays(ReplaySnapshot::at_request);  // the first answer cannot hold seq 4
+  RecordingSink sink;
+  ZmqEventBridge bridge(config_for(engine, true), sink);
+  REQUIRE(bridge.start().ok());
+  engine.wait_for_subscriber();
+  // The engine's bounded buffer drops seqs 1..4 after the first request was read (seq 1 is in
+  // its answer already).
+  publish_with_a_gap_during_the_replay(engine, bridge, [&] { engine.evict_history_before(5); });
+
+  const auto s = bridge.stats();
+  CHECK(s.batches_delivered == 5);
+  CHECK(s.replayed_batches == 1);
+  CHECK(s.unrecovered_batches == 1);
+  CHECK(s.gaps == 2);
+  CHECK(s.missing_batches == 2);
+  CHECK(s.replays_requested == 2);
+  CHECK(engine.replay_requests() == 2);
+  CHECK(s.replay_failures == 0);
+  CHECK(ids_of(sink.events()) == std::vector<std::uint64_t>{0, 1, 2, 3, 5});  // id 4 skipped for seq 4
+}
+
+TEST_CASE("a_run_of_batches_lost_while_a_replay_runs_is_one_gap_filled_by_its_answer") {
+  FakeVllmEngine engine(true);
+  engine.hold_replays(ReplaySnapshot::at_answer);
+  RecordingSink sink;
+  ZmqEventBridge bridge(config_for(engine, true), sink);
+  REQUIRE(bridge.start().ok());
+  engine.wait_for_subscriber();
+
+  engine.publish(0, pack_batch({EngineCleared{}}));
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 1; }));
+  engine.publish(1, pack_batch({EngineCleared{}}), false);
+  engine.publish(2, pack_batch({EngineCleared{}}));
+  REQUIRE(wait_until([&] { return engine.replay_requests() == 1; }));
+  engine.publish(3, pack_batch({EngineCleared{}}));
+  engine.publish(4, pack_batch({EngineCleared{}}), false);
+  engine.publish(5, pack_batch({EngineCleared{}}), false);
+  engine.publish(6, pack_batch({EngineCleared{}}));
+  engine.publish(7, pack_batch({EngineCleared{}}), false);
+  engine.publish(8, pack_batch({EngineCleared{}}));
+  REQUIRE(wait_until([&] { return bridge.stats().frames == 5; }));  // seqs 0, 2, 3, 6, 8
+  engine.release_replays();
+  REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 9; }));
+  const auto s = bridge.stats();
+  CHECK(s.gaps == 3);  // before 2, before 6 (4 and 5), before 8
+  CHECK(s.missing_batches == 4);
+  CHECK(s.replayed_batches == 4);
+  CHECK(s.unrecovered_batches == 0);
+  CHECK(s.replays_requested == 1);
+  CHECK(s.duplicate_batches == 0);
+  CHECK(ids_of(sink.events()) == std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8});
+}
