@@ -16,9 +16,10 @@
 #include <thread>
 
 #include "libbus/chunked_reply.h"
-#include "libbus/codec/json_reader.h"
-#include "libbus/codec/query_codec.h"
-#include "libbus/codec/untrusted_text.h"
+#include "libcodec/dump_codec.h"
+#include "libcodec/query_codec.h"
+#include "libcodec/router_messages_codec.h"
+#include "libcodec/untrusted_text.h"
 #include "libbus/event_chunks.h"
 #include "libbus/log_rate_limiter.h"
 #include "libbus/metrics.h"
@@ -38,8 +39,6 @@ namespace {
 
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-constexpr const char* kDumpHeader = "Kvidx-Dump";  // "chunk" or "end"
 
 }  // namespace
 
@@ -792,16 +791,8 @@ struct KvidxService::Impl {
       }
       reply(msg, encode_error_reply({"bad_request", error.message()}));
     } else {
-      const OverlapScores scores = indexer.find_matches(request.value().local_hashes, request.value().early_exit);
-      ScoreReply out = make_score_reply(scores);
-      const StreamLoads loads = load.snapshot();
-      if (!loads.empty()) {
-        std::vector<WorkerBlocks> active;
-        for (const auto& [stream, blocks] : loads) active.push_back(WorkerBlocks{stream, blocks});
-        std::sort(active.begin(), active.end(), [](const auto& a, const auto& b) { return a.worker < b.worker; });
-        out.active_blocks = std::move(active);
-      }
-      reply(msg, encode_score_reply(out));
+      const ScoreRequest& r = request.value();
+      reply(msg, encode_score_reply(make_score_reply(indexer.find_matches(r.local_hashes, r.early_exit), load.snapshot())));
     }
     query_latency->observe(std::chrono::duration<double>(Clock::now() - t0).count());
   }
@@ -864,11 +855,9 @@ struct KvidxService::Impl {
       if (subject == subjects.admin_stats()) {
         reply(msg, stats_json().dump());
       } else if (subject == subjects.admin_workers()) {
-        Json streams = Json::array();
-        for (const auto& [stream, blocks] : indexer.tree().stream_block_counts()) {
-          streams.push_back({{"worker_id", stream.worker_id}, {"dp_rank", stream.dp_rank}, {"blocks", blocks}});
-        }
-        reply(msg, Json{{"workers", indexer.get_workers()}, {"streams", std::move(streams)}}.dump());
+        WorkersReply workers{indexer.get_workers(), {}};
+        for (const auto& [stream, blocks] : indexer.tree().stream_block_counts()) workers.streams.push_back({stream, blocks});
+        reply(msg, encode_workers_reply(workers));
       } else if (subject == subjects.admin_remove_worker()) {
         // NOTE: handled by on_remove_worker, on every replica (see start_queries); the queue group
         // member that also receives it stays silent.
@@ -909,7 +898,7 @@ struct KvidxService::Impl {
           }
         }
         if (status != IndexerStatus::ok) reply(msg, encode_error_reply({"unavailable", "indexer offline"}));
-        else reply(msg, R"({"ok":true})");
+        else reply(msg, encode_ok_reply());
       }
     } catch (const std::exception& e) {
       reply(msg, encode_error_reply({"internal", e.what()}));
@@ -940,7 +929,7 @@ struct KvidxService::Impl {
     };
     auto fail = [&](const std::string& code, const std::string& message) {
       spdlog::warn("dump failed: {}", message);
-      if (auto s = send(encode_error_reply({code, message}), "end"); !s.ok()) {
+      if (auto s = send(encode_error_reply({code, message}), kDumpEnd); !s.ok()) {
         reply_failures_total->inc();
         spdlog::warn("dump error marker could not be sent: {}", s.error().message);
       }
@@ -952,7 +941,7 @@ struct KvidxService::Impl {
     }
     std::size_t sent = 0;
     EventChunker chunker(chunk_body_limit(max_payload), [&](std::string_view body) -> BusStatus {
-      if (auto s = send(body, "chunk"); !s.ok()) return s;
+      if (auto s = send(body, kDumpChunk); !s.ok()) return s;
       // NOTE: pace large dumps so the requester's pending limits are not overrun.
       if (++sent % 64 == 0) query_conn.flush(2000);
       return {};
@@ -967,49 +956,29 @@ struct KvidxService::Impl {
       fail("internal", "dump failed after " + std::to_string(chunker.chunks()) + " chunk(s): " + s.error().message);
       return;
     }
-    if (auto s = send(Json{{"end", true}, {"events", chunker.lines()}, {"chunks", chunker.chunks()}}.dump(), "end");
+    if (auto s = send(encode_dump_end({chunker.lines(), chunker.chunks()}), kDumpEnd);
         !s.ok()) {
       reply_failures_total->inc();
       spdlog::warn("dump end marker could not be sent: {}", s.error().message);
     }
   }
 
-  // Routing decisions and lifecycle messages are one JSON document under the codec's rules (size,
-  // nesting, nothing but whitespace after the value, bounded reasons). Throws std::runtime_error
-  // with the reason, like the field accesses that follow.
-  Json parse_request_document(std::string_view data) const {
-    try {
-      return json_reader::parse_document(data, config.query_limits.max_message_bytes, config.query_limits.max_nesting_depth);
-    } catch (const json_reader::JsonFieldError& e) {
-      throw std::runtime_error(e.error.message());
-    }
-  }
-
-  // <prefix>.routing.decisions (approximate mode): the router's choice for one request,
-  //   {"worker_id":u64, "dp_rank"?:u32, "local_hashes":[u64...], "sequence_hashes"?:[u64...]}
-  // sequence_hashes default to the chain of local_hashes (hashing.h). A reply, when asked for, is
-  // {"ok":true} or an error reply.
+  // <prefix>.routing.decisions (approximate mode): the router's choice for one request
+  // (libcodec/router_messages_codec.h). A reply, when asked for, is {"ok":true} or an error reply.
   void on_routing_decision(Message msg) {
     std::string problem;
-    try {
-      const Json doc = parse_request_document(msg.data());
-      const WorkerWithDpRank stream{doc.at("worker_id").get<WorkerId>(), doc.value("dp_rank", DpRank{0})};
-      std::vector<LocalBlockHash> locals;
-      for (const auto& h : doc.at("local_hashes")) locals.push_back(LocalBlockHash{h.get<std::uint64_t>()});
-      std::vector<ExternalSequenceBlockHash> sequence;
-      if (auto it = doc.find("sequence_hashes"); it != doc.end()) {
-        for (const auto& h : *it) sequence.push_back(ExternalSequenceBlockHash{h.get<std::uint64_t>()});
-      } else {
-        sequence = compute_sequence_hashes(locals);
-      }
-      switch (indexer.process_routing_decision(stream, locals, sequence)) {
+    auto decision = decode_routing_decision(msg.data(), config.query_limits);
+    if (!decision.ok()) {
+      problem = decision.error().message();
+    } else {
+      RoutingDecision& d = decision.value();
+      if (!d.sequence_hashes) d.sequence_hashes = compute_sequence_hashes(d.local_hashes);
+      switch (indexer.process_routing_decision(d.stream, d.local_hashes, *d.sequence_hashes)) {
         case RoutingDecisionStatus::recorded: break;
         case RoutingDecisionStatus::length_mismatch: problem = "local_hashes and sequence_hashes differ in length"; break;
         case RoutingDecisionStatus::not_approximate: problem = "approximate mode is off"; break;
         case RoutingDecisionStatus::offline: problem = "indexer offline"; break;
       }
-    } catch (const std::exception& e) {
-      problem = untrusted_excerpt(e.what(), kReasonBytes);  // nlohmann quotes the offending token whole
     }
     if (!problem.empty()) {
       if (const auto v = warnings.admit("routing_decision_rejected"); v.log) {
@@ -1018,44 +987,33 @@ struct KvidxService::Impl {
       reply(msg, encode_error_reply({"bad_request", problem}));
       return;
     }
-    reply(msg, R"({"ok":true})");
+    reply(msg, encode_ok_reply());
   }
 
-  // kv.requests.<worker_id> lifecycle messages (ActiveLoad):
-  //   {"op":"admit","request_id":"r","dp_rank"?:0,"block_hashes":[u64...]}
-  //   {"op":"output","request_id":"r","block_hash":u64}
-  //   {"op":"fraction","request_id":"r","fraction":0.5}
-  //   {"op":"finish","request_id":"r"}
+  // <prefix>.requests.<worker_id> lifecycle messages (ActiveLoad; libcodec/router_messages_codec.h).
   void on_request_lifecycle(Message msg) {
     const auto worker = subjects.worker_from_requests_subject(msg.subject());
     LoadStatus status = LoadStatus::ok;
     std::string problem;
-    try {
-      const Json doc = parse_request_document(msg.data());
-      const std::string op = doc.at("op").get<std::string>();
-      const std::string id = doc.at("request_id").get<std::string>();
-      if (op == "admit") {
-        if (!worker) throw std::runtime_error("no worker id in subject");
-        std::vector<ExternalSequenceBlockHash> hashes;
-        for (const Json& h : doc.at("block_hashes")) hashes.push_back(ExternalSequenceBlockHash{h.get<std::uint64_t>()});
-        const DpRank rank = doc.contains("dp_rank") ? doc.at("dp_rank").get<DpRank>() : 0;
-        status = load.admit({*worker, rank}, id, hashes).status;
-      } else if (op == "output") {
-        status = load.append_output(id, ExternalSequenceBlockHash{doc.at("block_hash").get<std::uint64_t>()});
-      } else if (op == "fraction") {
-        status = load.set_fraction(id, doc.at("fraction").get<double>());
-      } else if (op == "finish") {
-        status = load.finish(id).status;
-      } else {
-        problem = "unknown op " + untrusted_excerpt(op);
+    auto message = decode_request_lifecycle(msg.data(), config.query_limits);
+    if (!message.ok()) {
+      problem = message.error().message();
+    } else {
+      const RequestLifecycle& m = message.value();
+      switch (m.op) {
+        case LifecycleOp::admit:
+          if (!worker) problem = "no worker id in subject";
+          else status = load.admit({*worker, m.dp_rank}, m.request_id, m.block_hashes).status;
+          break;
+        case LifecycleOp::output: status = load.append_output(m.request_id, m.block_hash); break;
+        case LifecycleOp::fraction: status = load.set_fraction(m.request_id, m.fraction); break;
+        case LifecycleOp::finish: status = load.finish(m.request_id).status; break;
       }
-    } catch (const std::exception& e) {
-      problem = untrusted_excerpt(e.what(), kReasonBytes);  // nlohmann quotes the offending token whole
     }
     if (problem.empty() && status != LoadStatus::ok) problem = std::string(to_string(status));
     if (problem.empty()) {
       lifecycle_total->inc();
-      reply(msg, R"({"ok":true})");
+      reply(msg, encode_ok_reply());
     } else {
       lifecycle_rejected->inc();
       if (const auto v = warnings.admit("lifecycle_rejected"); v.log) {
