@@ -6,7 +6,7 @@ namespace kvidx::bridge {
 
 SinkStatus LaneIndexerSink::deliver(std::span<const RouterEvent> events) {
   for (const RouterEvent& event : events) {
-    if (indexer_.enqueue_event(event) != IndexerStatus::ok) return SinkStatus::failure("indexer is offline");
+    if (indexer_.enqueue_event(event) != IndexerStatus::ok) return SinkStatus("indexer is offline");
   }
   return {};
 }
