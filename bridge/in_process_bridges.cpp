@@ -16,7 +16,7 @@ SinkStatus InProcessBridges::start() {
   for (std::size_t i = 0; i < bridges_.size(); ++i) {
     if (auto started = bridges_[i]->start(); !started) {
       stop();
-      return SinkStatus::failure(sources_[i].endpoint + ": " + started.error());
+      return SinkStatus(sources_[i].endpoint + ": " + started.error());
     }
   }
   return {};

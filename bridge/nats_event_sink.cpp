@@ -1,6 +1,6 @@
 #include "bridge/nats_event_sink.h"
 
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 
 namespace kvidx::bridge {
 
@@ -33,12 +33,12 @@ SinkStatus NatsEventSink::deliver(std::span<const RouterEvent> events) {
     const std::string subject = subjects_.events(event.worker_id);
     const std::string payload = encode_router_event(event);
     auto status = js_ ? js_->publish_async(subject, payload) : connection_.publish(subject, payload);
-    if (!status) return SinkStatus::failure(status.error().message);
+    if (!status) return SinkStatus(status.error().message);
   }
   // NOTE: one wait per engine batch keeps JetStream ordering and bounds what a crash can lose to
   // one batch, at the cost of a round trip per batch (engines publish one batch per step).
   auto done = js_ ? js_->publish_async_complete(options_.ack_timeout_ms) : connection_.flush(options_.ack_timeout_ms);
-  if (!done) return SinkStatus::failure(done.error().message);
+  if (!done) return SinkStatus(done.error().message);
   published_ += events.size();
   return {};
 }

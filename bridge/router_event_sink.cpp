@@ -3,7 +3,7 @@
 namespace kvidx::bridge {
 
 SinkStatus LaneIndexerSink::deliver(std::span<const RouterEvent> events) {
-  if (feed_.deliver_copy(events) != IndexerStatus::ok) return SinkStatus::failure("indexer is offline");
+  if (feed_.deliver_copy(events) != IndexerStatus::ok) return SinkStatus("indexer is offline");
   return {};
 }
 

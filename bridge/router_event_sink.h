@@ -11,25 +11,12 @@
 
 #include "libindexer/intake/intake_feed.h"
 #include "libindexer/protocol.h"
+#include "libindexer/result.h"
 
 namespace kvidx::bridge {
 
 // Outcome of a delivery: ok, or why it failed (the bridge counts and logs it, and goes on).
-class SinkStatus {
- public:
-  SinkStatus() = default;
-  static SinkStatus failure(std::string message) {
-    SinkStatus s;
-    s.error_ = std::move(message);
-    return s;
-  }
-  bool ok() const { return !error_.has_value(); }
-  explicit operator bool() const { return ok(); }
-  const std::string& error() const { return *error_; }
-
- private:
-  std::optional<std::string> error_;
-};
+using SinkStatus = Status<std::string>;
 
 class RouterEventSink {
  public:

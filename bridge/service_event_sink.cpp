@@ -7,7 +7,7 @@ namespace kvidx::bridge {
 SinkStatus ServiceEventSink::deliver(std::span<const RouterEvent> events) {
   if (events.empty()) return {};
   if (auto status = service_.ingest_local_events(events); !status.ok()) {
-    return SinkStatus::failure(status.error().message);
+    return SinkStatus(status.error().message);
   }
   return {};
 }

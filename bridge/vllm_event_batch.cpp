@@ -3,7 +3,7 @@
 #include "bridge/vllm_event_batch.h"
 
 #include "bridge/vllm_extra_keys.h"
-#include "libbus/codec/untrusted_text.h"
+#include "libcodec/untrusted_text.h"
 
 #include <msgpack.hpp>
 

@@ -30,16 +30,11 @@
 #include <variant>
 #include <vector>
 
-#include "libbus/codec/codec_result.h"
+#include "bridge/extra_keys_issue.h"
+#include "libcodec/codec_result.h"
 #include "libindexer/protocol.h"
 
 namespace kvidx::bridge {
-
-// The first block of a BlockStored whose extra_keys could not be read (bridge/vllm_extra_keys.h).
-struct ExtraKeysIssue {
-  std::size_t block = 0;  // index of the first block whose extra keys could not be read
-  std::string reason;     // names the key, e.g. "events[0][8][2][0]: ..."
-};
 
 struct VllmBlockStored {
   std::vector<std::uint64_t> block_hashes;  // external hashes, normalised to u64

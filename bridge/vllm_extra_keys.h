@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bridge/vllm_event_batch.h"
+#include "bridge/extra_keys_issue.h"
 
 namespace kvidx::bridge {
 

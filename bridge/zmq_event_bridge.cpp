@@ -317,8 +317,8 @@ ZmqEventBridge::ZmqEventBridge(ZmqBridgeConfig config, RouterEventSink& sink)
 ZmqEventBridge::~ZmqEventBridge() { stop(); }
 
 SinkStatus ZmqEventBridge::start() {
-  if (impl_->thread.joinable()) return SinkStatus::failure("bridge already started");
-  if (impl_->config.conversion.block_size == 0) return SinkStatus::failure("block size must be positive");
+  if (impl_->thread.joinable()) return SinkStatus("bridge already started");
+  if (impl_->config.conversion.block_size == 0) return SinkStatus("block size must be positive");
   try {
     impl_->sub = zmq::socket_t(impl_->context, zmq::socket_type::sub);
     impl_->sub.set(zmq::sockopt::linger, 0);
@@ -327,7 +327,7 @@ SinkStatus ZmqEventBridge::start() {
     impl_->sub.connect(impl_->config.endpoint);
     if (!impl_->config.replay_endpoint.empty()) impl_->connect_dealer();
   } catch (const zmq::error_t& e) {
-    return SinkStatus::failure(std::string("zmq: ") + e.what());
+    return SinkStatus(std::string("zmq: ") + e.what());
   }
   // NOTE: the sockets were made on this thread; thread creation is a full barrier, and from here
   // on only the loop thread touches them.

@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "bridge/zmq_event_bridge.h"
-#include "libbus/codec/codec_result.h"
+#include "libcodec/codec_result.h"
 
 namespace kvidx::bridge {
 

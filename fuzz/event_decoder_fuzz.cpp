@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "libbus/codec/event_codec.h"
-#include "libbus/codec/fast_event_parser.h"
+#include "libcodec/event_codec.h"
+#include "libcodec/fast_event_parser.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "libbus/codec/query_codec.h"
+#include "libcodec/query_codec.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "libbus/codec/query_codec.h"
+#include "libcodec/query_codec.h"
 #include "libbus/event_chunks.h"
 
 namespace kvidx::bus {

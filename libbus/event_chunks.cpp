@@ -5,7 +5,7 @@
 #include <utility>
 #include <variant>
 
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 
 namespace kvidx::bus {
 namespace {

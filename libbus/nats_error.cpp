@@ -4,6 +4,10 @@
 
 namespace kvidx::bus {
 
+static_assert(NATS_ERR == 1, "BusError's default status is NATS_ERR");
+
+bool BusError::timed_out() const { return status == NATS_TIMEOUT; }
+
 BusError nats_error(natsStatus status, std::string_view context) {
   std::string message(context);
   message += ": ";
@@ -14,7 +18,7 @@ BusError nats_error(natsStatus status, std::string_view context) {
     message += detail;
     message += ')';
   }
-  return BusError{status, std::move(message)};
+  return BusError{static_cast<int>(status), std::move(message)};
 }
 
 BusError js_error(natsStatus status, jsErrCode code, std::string_view context) {

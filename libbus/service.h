@@ -1,8 +1,9 @@
 // KvidxService: the `kvidx serve` runtime. Consumes RouterEvents from NATS into a LaneIndexer,
 // answers queries over request/reply, writes and restores snapshots. nats.c, JSON and Asio stay
-// in the .cpp files (pimpl), so apps and tests include only this.
+// in the .cpp files (pimpl: the parts are listed in service_context.h), so apps and tests include
+// only this, and it includes no nats.c header (errors are bus_error.h's BusError).
 //
-// Data path (one event):
+// Data path (one event; ingest.h, ingest_jetstream.cpp):
 //   JetStream: fetch thread (only pulls, so the server keeps streaming) -> bounded hand-off of
 //   fetched batches -> dispatch thread: decode (event_codec fast path) and subject/payload worker
 //   check outside the dispatch lock (else dead letter) -> under the lock, for the whole batch:
@@ -35,10 +36,10 @@
 #include <string>
 #include <vector>
 
-#include "libbus/codec/event_codec.h"
-#include "libbus/codec/query_codec.h"
+#include "libcodec/event_codec.h"
+#include "libcodec/query_codec.h"
+#include "libbus/bus_error.h"
 #include "libbus/nats_auth.h"
-#include "libbus/nats_error.h"
 #include "libindexer/lanes/prune_config.h"
 
 namespace kvidx {

@@ -7,7 +7,7 @@
 #include <random>
 #include <string_view>
 
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 #include "libbus/event_chunks.h"
 
 namespace kvidx::bus {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 
 namespace kvidx {
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "libbus/codec/event_codec.h"
-#include "libbus/codec/json_reader.h"
+#include "libcodec/event_codec.h"
+#include "libcodec/json_reader.h"
 
 namespace kvidx {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "libbus/codec/codec_result.h"
+#include "libcodec/codec_result.h"
 #include "libindexer/protocol.h"
 
 namespace kvidx {

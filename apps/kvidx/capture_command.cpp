@@ -11,6 +11,7 @@
 #include "apps/kvidx/interrupt.h"
 #include "apps/kvidx/nats_flags.h"
 #include "libbus/nats_connection.h"
+#include "libbus/subjects.h"
 #include "libbus/nats_url.h"
 #include "replay/capture_writer.h"
 
@@ -19,7 +20,7 @@ namespace {
 
 struct CaptureFlags {
   NatsFlags nats;  // add_nats_options
-  std::string subject = "kv.events.>";
+  std::string subject = bus::Subjects().events_wildcard();
   std::string out;
   std::uint64_t max_events = 0;
   double duration_s = 0;

@@ -2,7 +2,6 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -10,14 +9,15 @@
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/nats_flags.h"
 #include "libbus/chunked_reply.h"
-#include "libbus/codec/event_codec.h"
 #include "libbus/nats_connection.h"
-#include "libbus/subjects.h"
+#include "libcodec/dump_codec.h"
+#include "libcodec/query_codec.h"
 
 namespace kvidx::cli {
 
 struct LiveClient::Impl {
   LiveFlags flags;
+  bus::Subjects subjects;
   std::string command;
   bus::Connection connection;
 
@@ -42,6 +42,7 @@ LiveClient& LiveClient::operator=(LiveClient&&) noexcept = default;
 std::optional<LiveClient> LiveClient::connect(const LiveFlags& flags, const char* command, int& exit_code) {
   auto impl = std::make_unique<Impl>();
   impl->flags = flags;
+  impl->subjects = bus::Subjects(flags.prefix);
   impl->command = command;
   bus::ConnectionOptions options;
   if (std::string error; const int code = resolve_nats(flags.nats, options, error)) {
@@ -60,8 +61,9 @@ std::optional<LiveClient> LiveClient::connect(const LiveFlags& flags, const char
   return LiveClient(std::move(impl));
 }
 
-std::optional<std::string> LiveClient::request(const std::string& suffix, const std::string& body, int& exit_code) {
-  const std::string subject = impl_->flags.prefix + "." + suffix;
+const bus::Subjects& LiveClient::subjects() const { return impl_->subjects; }
+
+std::optional<std::string> LiveClient::request(const std::string& subject, const std::string& body, int& exit_code) {
   auto reply = bus::request_accepting_chunks(impl_->connection, subject, body, impl_->timeout_ms());
   if (!reply) {
     const auto status = reply.error().status;
@@ -82,7 +84,7 @@ std::optional<std::string> LiveClient::request(const std::string& suffix, const 
 
 std::optional<std::vector<RouterEvent>> LiveClient::dump(int& exit_code) {
   auto& conn = impl_->connection;
-  const std::string subject = impl_->flags.prefix + ".admin.dump";
+  const std::string subject = impl_->subjects.admin_dump();
   const std::string inbox = conn.new_inbox();
   auto sub = conn.subscribe_sync(inbox);
   if (!sub) {
@@ -111,23 +113,20 @@ std::optional<std::vector<RouterEvent>> LiveClient::dump(int& exit_code) {
       }
       return std::nullopt;
     }
-    const auto kind = message.value().header("Kvidx-Dump");
+    const auto kind = message.value().header(kDumpHeader);
     const std::string_view body = message.value().data();
-    if (kind == "end") {
-      const auto end = nlohmann::json::parse(body, nullptr, false);
-      if (end.is_object() && end.contains("error")) {
-        const auto& error = end["error"];
-        impl_->fail(exit_code, kExitFailure,
-                    fmt::format("the service failed the dump ({}): {}", error.value("code", std::string("?")),
-                                error.value("message", std::string(body))));
+    if (kind == kDumpEnd) {
+      if (const auto error = decode_error_reply(body)) {
+        impl_->fail(exit_code, kExitFailure, fmt::format("the service failed the dump ({}): {}", error->code, error->message));
         return std::nullopt;
       }
-      if (!end.is_object() || !end.contains("events") || !end.contains("chunks")) {
+      const auto end = decode_dump_end(body);
+      if (!end.ok()) {
         impl_->fail(exit_code, kExitIncomplete, fmt::format("dump end marker without counts: {}", body));
         return std::nullopt;
       }
-      const auto want_events = end.value("events", std::uint64_t{0});
-      const auto want_chunks = end.value("chunks", std::uint64_t{0});
+      const auto want_events = end.value().events;
+      const auto want_chunks = end.value().chunks;
       if (want_events != events.size() || want_chunks != chunks) {
         impl_->fail(exit_code, kExitIncomplete,
                     fmt::format("dump incomplete: received {} events in {} chunk(s), the service sent {} in {}",
@@ -136,27 +135,19 @@ std::optional<std::vector<RouterEvent>> LiveClient::dump(int& exit_code) {
       }
       return events;
     }
-    if (kind != "chunk") {
+    if (kind != kDumpChunk) {
       impl_->fail(exit_code, kExitFailure,
                   fmt::format("unexpected message on the dump inbox (header Kvidx-Dump: {})", kind.value_or("none")));
       return std::nullopt;
     }
     ++chunks;
-    // A chunk: JSONL of Stored events.
-    std::size_t start = 0;
-    while (start < body.size()) {
-      std::size_t end = body.find('\n', start);
-      if (end == std::string_view::npos) end = body.size();
-      if (end > start) {
-        auto decoded = decode_router_event(body.substr(start, end - start));
-        if (!decoded) {
-          impl_->fail(exit_code, kExitFailure, "bad dump line: " + decoded.error().message());
-          return std::nullopt;
-        }
-        events.push_back(std::move(decoded).value());
-      }
-      start = end + 1;
+    auto chunk = decode_dump_chunk(body);
+    if (!chunk.ok()) {
+      impl_->fail(exit_code, kExitFailure, "bad dump line: " + chunk.error().message());
+      return std::nullopt;
     }
+    events.insert(events.end(), std::make_move_iterator(chunk.value().begin()),
+                  std::make_move_iterator(chunk.value().end()));
   }
 }
 

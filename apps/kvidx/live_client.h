@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "apps/kvidx/nats_flags.h"
+#include "libbus/subjects.h"
 #include "libindexer/protocol.h"
 
 namespace CLI {
@@ -37,12 +38,15 @@ class LiveClient {
   // Connects; on failure prints why and sets exit_code (kExitUnreachable: down, refused or timed out).
   static std::optional<LiveClient> connect(const LiveFlags& flags, const char* command, int& exit_code);
 
-  // One request on <prefix>.<suffix> ("query.scores", "admin.stats", ...) accepting a chunked reply
+  // The service's subjects (from --subject-prefix).
+  const bus::Subjects& subjects() const;
+
+  // One request on `subject` (subjects().query_scores(), ...) accepting a chunked reply
   // (libbus/chunked_reply.h: a reply over the server's max_payload arrives in pieces and is
   // reassembled here); the reply body, or nullopt with the error printed and exit_code set
   // (kExitUnreachable: nothing answered; kExitIncomplete: pieces missing). An {"error": ...} reply
   // is returned as is.
-  std::optional<std::string> request(const std::string& suffix, const std::string& body, int& exit_code);
+  std::optional<std::string> request(const std::string& subject, const std::string& body, int& exit_code);
   // The whole index as Stored events via <prefix>.admin.dump (chunks until the end marker). The
   // events and chunks received must equal the end marker's counts (else kExitIncomplete); an error
   // end marker is the service's refusal (kExitFailure, its message printed).

@@ -15,6 +15,7 @@
 #include "apps/kvidx/nats_flags.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
+#include "libbus/subjects.h"
 #include "replay/event_log_reader.h"
 
 namespace kvidx::cli {
@@ -120,13 +121,14 @@ int run_publish(const PublishFlags& flags) {
     t.acked += unflushed;
     unflushed = 0;
   };
+  const bus::Subjects subjects(flags.prefix);
   const auto start = std::chrono::steady_clock::now();
   auto read = read_event_log(flags.events, flags.strict ? BadLinePolicy::stop : BadLinePolicy::skip,
                              [&](EventLogLine&& line) {
                                if (!t.stop.empty() || interrupted().load()) return;
                                const std::string subject = flags.keep_subjects && line.subject
                                                                ? *line.subject
-                                                               : fmt::format("{}.events.{}", flags.prefix, line.event.worker_id);
+                                                               : subjects.events(line.event.worker_id);
                                const std::string payload = encode_router_event(line.event);
                                ++t.attempted;
                                auto status = jetstream ? js->publish_async(subject, payload)

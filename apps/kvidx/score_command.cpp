@@ -2,7 +2,6 @@
 // reply (the JSON of schemas/score-query-reply.schema.json) on stdout.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <fstream>
@@ -12,6 +11,7 @@
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/live_client.h"
+#include "libcodec/query_codec.h"
 #include "replay/event_log_reader.h"
 
 namespace kvidx::cli {
@@ -58,7 +58,7 @@ bool read_tokens(const std::string& path, std::vector<std::uint32_t>& tokens, st
 }
 
 int run_score(const ScoreFlags& flags) {
-  nlohmann::json request;
+  std::string request;
   if (!flags.tokens_file.empty()) {
     std::vector<std::uint32_t> tokens;
     std::string error;
@@ -66,20 +66,19 @@ int run_score(const ScoreFlags& flags) {
       std::fprintf(stderr, "kvidx score: %s\n", error.c_str());
       return kExitFailure;  // like every missing or unreadable input file
     }
-    request = {{"token_ids", tokens}, {"block_size", flags.block_size}};
-    if (!flags.lora_name.empty()) request["lora_name"] = flags.lora_name;
-    if (flags.eagle) request["eagle"] = true;
+    request = encode_token_score_request(tokens, flags.block_size, flags.lora_name, flags.eagle, flags.early_exit);
   } else {
-    request = {{"local_hashes", flags.hashes}};
+    ScoreRequest hashes{{}, flags.early_exit};
+    for (const std::uint64_t h : flags.hashes) hashes.local_hashes.push_back(LocalBlockHash{h});
+    request = encode_score_request(hashes);
   }
-  if (flags.early_exit) request["early_exit"] = true;
   int exit_code = kExitOk;
   auto client = LiveClient::connect(flags.live, "score", exit_code);
   if (!client) return exit_code;
-  auto reply = client->request("query.scores", request.dump(), exit_code);
+  auto reply = client->request(client->subjects().query_scores(), request, exit_code);
   if (!reply) return exit_code;
   std::cout << *reply << '\n';
-  return reply->find("\"error\"") == std::string::npos ? kExitOk : kExitFailure;
+  return decode_error_reply(*reply) ? kExitFailure : kExitOk;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "apps/kvidx/live_client.h"
 #include "apps/kvidx/nats_flags.h"
 #include "apps/kvidx/offline_index.h"
+#include "libcodec/query_codec.h"
 #include "replay/dump_view.h"
 
 namespace kvidx::cli {
@@ -33,10 +34,10 @@ int run_live(const StatsFlags& flags) {
   int exit_code = kExitOk;
   auto client = LiveClient::connect(flags.live, "stats", exit_code);
   if (!client) return exit_code;
-  auto reply = client->request("admin.stats", "{}", exit_code);
+  auto reply = client->request(client->subjects().admin_stats(), "{}", exit_code);
   if (!reply) return exit_code;
   Json out = Json::parse(*reply, nullptr, false);
-  if (out.is_discarded() || out.contains("error")) {
+  if (out.is_discarded() || decode_error_reply(*reply)) {
     std::fprintf(stderr, "kvidx stats: the service answered: %s\n", reply->c_str());
     return kExitFailure;
   }

@@ -12,7 +12,7 @@
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/live_client.h"
-#include "libbus/codec/query_codec.h"
+#include "libcodec/query_codec.h"
 
 namespace kvidx::cli {
 namespace {

@@ -13,10 +13,11 @@
 
 #include "bench/app/commands.h"
 #include "bench/common/report.h"
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
 #include "libbus/nats_pull_consumer.h"
+#include "libbus/subjects.h"
 #include "libbus/service.h"
 #include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/nats_server.h"
@@ -51,7 +52,7 @@ Messages make_messages(std::size_t events, std::size_t per_message) {
       e.event.data = d;
       batch.push_back(e);
     }
-    out.emplace_back("kv.events." + std::to_string(s / 2 + 1),
+    out.emplace_back(bus::Subjects().events(s / 2 + 1),
                      per_message == 1 ? encode_router_event(batch[0]) : encode_router_events(batch));
   }
   return out;
@@ -77,7 +78,7 @@ double raw_core_rate(const testing::NatsServer& server, const Messages& msgs) {
   Connection sub_conn = connect(server);
   Connection pub = connect(server);
   std::atomic<std::size_t> got{0};
-  auto sub = sub_conn.subscribe("kv.events.>", [&](bus::Message) { got.fetch_add(1, std::memory_order_relaxed); });
+  auto sub = sub_conn.subscribe(bus::Subjects().events_wildcard(), [&](bus::Message) { got.fetch_add(1, std::memory_order_relaxed); });
   if (!sub.ok() || !sub.value().set_unlimited_pending().ok() || !sub_conn.flush().ok()) {
     throw std::runtime_error("raw subscribe failed");
   }
@@ -116,7 +117,7 @@ double kvidx_core_rate(const testing::NatsServer& server, const Messages& msgs, 
 std::uint64_t fill_stream(const testing::NatsServer& server, const Messages& msgs) {
   Connection conn = connect(server);
   auto js = bus::JetStream::create(conn);
-  if (!js.ok() || !js.value().ensure_stream({kStream, {"kv.events.>"}, true, 0, 0}).ok()) {
+  if (!js.ok() || !js.value().ensure_stream({kStream, {bus::Subjects().events_wildcard()}, true, 0, 0}).ok()) {
     throw std::runtime_error("cannot create the stream");
   }
   for (const auto& [subject, body] : msgs) {

@@ -12,7 +12,7 @@
 #include "bench/baselines/flat_hash_index.h"
 #include "bench/baselines/mutex_radix_tree.h"
 #include "bench/common/workloads.h"
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 #include "libindexer/hashing.h"
 #include "libindexer/tree/radix_tree.h"
 

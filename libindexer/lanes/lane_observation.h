@@ -28,6 +28,7 @@
 
 #include "libindexer/lanes/lane_indexer.h"
 #include "libindexer/protocol.h"
+#include "libindexer/result.h"
 
 namespace kvidx {
 
@@ -126,26 +127,9 @@ struct ObservationRun {
   void seal(LaneId lane) { sealed_ns[lane] = elapsed_ns(); }
 };
 
-// A value or the ObservationError that prevented it.
+// A value or the ObservationError that prevented it (libindexer/result.h).
 template <class T>
-class ObservationOutcome {
- public:
-  ObservationOutcome(T value) : state_(std::move(value)) {}                // NOLINT(google-explicit-constructor)
-  ObservationOutcome(ObservationError error) : state_(error) {}            // NOLINT(google-explicit-constructor)
-
-  bool ok() const { return std::holds_alternative<T>(state_); }
-  explicit operator bool() const { return ok(); }
-  // Throw std::bad_variant_access when called on the other alternative.
-  T& value() & { return std::get<T>(state_); }
-  const T& value() const& { return std::get<T>(state_); }
-  T&& value() && { return std::get<T>(std::move(state_)); }
-  ObservationError error() const { return std::get<ObservationError>(state_); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-
- private:
-  std::variant<T, ObservationError> state_;
-};
+using ObservationOutcome = Result<T, ObservationError>;
 
 class ObservationSession;
 class ObservationDrain;

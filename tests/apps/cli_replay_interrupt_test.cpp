@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 #include "replay/event_log_writer.h"
 #include "tests/support/child_process.h"
 #include "tests/support/event_builders.h"

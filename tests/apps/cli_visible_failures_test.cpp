@@ -15,7 +15,7 @@
 #include <string>
 #include <tuple>
 
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_message.h"
 #include "replay/event_log_writer.h"

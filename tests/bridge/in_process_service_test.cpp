@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "bridge/in_process_bridges.h"
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/service.h"
 #include "libindexer/hashing.h"

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 #include "libbus/event_chunks.h"
 #include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/event_builders.h"

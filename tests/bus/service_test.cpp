@@ -13,8 +13,8 @@
 #include <thread>
 #include <tuple>
 
-#include "libbus/codec/event_codec.h"
-#include "libbus/codec/query_codec.h"
+#include "libcodec/event_codec.h"
+#include "libcodec/query_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
 #include "libbus/service.h"

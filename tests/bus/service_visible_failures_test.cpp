@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "libbus/chunked_reply.h"
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
 #include "libbus/service.h"

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "libbus/codec/event_codec.h"
-#include "libbus/codec/query_codec.h"
+#include "libcodec/event_codec.h"
+#include "libcodec/query_codec.h"
 
 using namespace kvidx;
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 
 using namespace kvidx;
 using nlohmann::json;

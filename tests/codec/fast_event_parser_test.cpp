@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "libbus/codec/event_codec.h"
-#include "libbus/codec/fast_event_parser.h"
+#include "libcodec/event_codec.h"
+#include "libcodec/fast_event_parser.h"
 
 using namespace kvidx;
 namespace fs = std::filesystem;

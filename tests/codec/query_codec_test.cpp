@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "libbus/codec/query_codec.h"
+#include "libcodec/query_codec.h"
 #include "libindexer/hashing.h"
 
 using namespace kvidx;

@@ -1,12 +1,12 @@
-// untrusted_excerpt (libbus/codec/untrusted_text.h), the one renderer of input quoted in reasons
+// untrusted_excerpt (libcodec/untrusted_text.h), the one renderer of input quoted in reasons
 // and logs, and the kinds that label rejections in counters.
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "libbus/codec/event_codec.h"
-#include "libbus/codec/query_codec.h"
-#include "libbus/codec/untrusted_text.h"
+#include "libcodec/event_codec.h"
+#include "libcodec/query_codec.h"
+#include "libcodec/untrusted_text.h"
 
 using namespace kvidx;
 

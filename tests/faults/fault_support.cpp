@@ -7,7 +7,7 @@
 #include <sstream>
 #include <thread>
 
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 #include "libbus/subjects.h"
 #include "tests/support/event_builders.h"
 

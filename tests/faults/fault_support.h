@@ -20,7 +20,7 @@
 #include <tuple>
 #include <vector>
 
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
 #include "libbus/subjects.h"

@@ -10,6 +10,8 @@
 //                  "tree_sizes":[{"worker_id","dp_rank","blocks"}...],
 //                  "active_blocks"?:[{"worker_id","dp_rank","blocks"}...]}
 // Error reply:    {"error":{"code":"...","message":"..."}}
+// Ok reply:       {"ok":true}
+// Workers reply:  {"workers":[u64...], "streams":[{"worker_id","dp_rank","blocks"}...]}  (kv.admin.workers)
 #pragma once
 
 #include <cstddef>
@@ -19,7 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "libbus/codec/codec_result.h"
+#include "libcodec/codec_result.h"
+#include "libindexer/load/active_load.h"
 #include "libindexer/protocol.h"
 
 namespace kvidx {
@@ -71,18 +74,27 @@ Decoded<ScoreRequest> decode_score_request(std::string_view json, const QueryLim
 std::string encode_score_request(const ScoreRequest& request);
 // For clients sending token ids (the server hashes them).
 std::string encode_token_score_request(const std::vector<std::uint32_t>& token_ids, std::uint32_t block_size,
-                                       std::string_view lora_name = {}, bool eagle = false);
+                                       std::string_view lora_name = {}, bool eagle = false, bool early_exit = false);
 
-// Sorted, deterministic reply from the indexer's result.
-ScoreReply make_score_reply(const OverlapScores& scores);
+// The whole score reply, sorted and deterministic, from the indexer's result and the active load
+// (active_blocks only when some request is live).
+ScoreReply make_score_reply(const OverlapScores& scores, const StreamLoads& loads = {});
 std::string encode_score_reply(const ScoreReply& reply);
 // Decodes a score reply; an error reply becomes a CodecError with field "error" and
 // reason "<code>: <message>".
 Decoded<ScoreReply> decode_score_reply(std::string_view json, const QueryLimits& limits = {});
 
 std::string encode_error_reply(const ErrorReply& error);
+// {"ok":true}: the success reply of worker removal, routing decisions and lifecycle messages.
+std::string encode_ok_reply();
 // The error of an `{"error":{...}}` document, nullopt for anything else.
 std::optional<ErrorReply> decode_error_reply(std::string_view json);
+
+struct WorkersReply {
+  std::vector<WorkerId> workers;
+  std::vector<WorkerBlocks> streams;
+};
+std::string encode_workers_reply(const WorkersReply& reply);
 
 Decoded<RemoveWorkerRequest> decode_remove_worker_request(std::string_view json);
 std::string encode_remove_worker_request(const RemoveWorkerRequest& request);

@@ -1,4 +1,4 @@
-#include "libbus/codec/json_reader.h"
+#include "libcodec/json_reader.h"
 
 #include <fmt/format.h>
 

@@ -6,7 +6,8 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
+
+#include "libindexer/result.h"
 
 namespace kvidx {
 
@@ -44,21 +45,8 @@ struct CodecError {
   std::string message() const { return field.empty() ? reason : field + ": " + reason; }
 };
 
+// What every decoder returns: the value or the CodecError (libindexer/result.h).
 template <class T>
-class Decoded {
- public:
-  Decoded(T value) : state_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Decoded(CodecError error) : state_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
-
-  bool ok() const { return state_.index() == 0; }
-  explicit operator bool() const { return ok(); }
-  T& value() & { return std::get<0>(state_); }
-  T&& value() && { return std::get<0>(std::move(state_)); }
-  const T& value() const& { return std::get<0>(state_); }
-  const CodecError& error() const { return std::get<1>(state_); }
-
- private:
-  std::variant<T, CodecError> state_;
-};
+using Decoded = Result<T, CodecError>;
 
 }  // namespace kvidx

@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "libbus/codec/codec_result.h"
-#include "libbus/codec/untrusted_text.h"
+#include "libcodec/codec_result.h"
+#include "libcodec/untrusted_text.h"
 
 namespace kvidx::json_reader {
 

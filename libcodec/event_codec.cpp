@@ -1,11 +1,11 @@
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 
 #include <fmt/format.h>
 
 #include <charconv>
 
-#include "libbus/codec/fast_event_parser.h"
-#include "libbus/codec/json_reader.h"
+#include "libcodec/fast_event_parser.h"
+#include "libcodec/json_reader.h"
 
 namespace kvidx {
 namespace {

@@ -1,4 +1,4 @@
-#include "libbus/codec/fast_event_parser.h"
+#include "libcodec/fast_event_parser.h"
 
 #include <nlohmann/json.hpp>
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "libbus/codec/event_codec.h"
+#include "libcodec/event_codec.h"
 
 namespace kvidx::fast_codec {
 

@@ -1,10 +1,10 @@
-#include "libbus/codec/query_codec.h"
+#include "libcodec/query_codec.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "libbus/codec/json_reader.h"
+#include "libcodec/json_reader.h"
 #include "libindexer/hashing.h"
 
 namespace kvidx {
@@ -102,14 +102,15 @@ std::string encode_score_request(const ScoreRequest& request) {
 }
 
 std::string encode_token_score_request(const std::vector<std::uint32_t>& token_ids, std::uint32_t block_size,
-                                       std::string_view lora_name, bool eagle) {
+                                       std::string_view lora_name, bool eagle, bool early_exit) {
   Json out{{"token_ids", token_ids}, {"block_size", block_size}};
   if (!lora_name.empty()) out["lora_name"] = std::string(lora_name);
   if (eagle) out["eagle"] = true;
+  if (early_exit) out["early_exit"] = true;
   return out.dump();
 }
 
-ScoreReply make_score_reply(const OverlapScores& scores) {
+ScoreReply make_score_reply(const OverlapScores& scores, const StreamLoads& loads) {
   ScoreReply reply;
   reply.scores.reserve(scores.scores.size());
   for (const auto& [worker, score] : scores.scores) reply.scores.push_back(WorkerScore{worker, score});
@@ -120,6 +121,13 @@ ScoreReply make_score_reply(const OverlapScores& scores) {
   for (const auto& [worker, blocks] : scores.tree_sizes) reply.tree_sizes.push_back(WorkerBlocks{worker, blocks});
   std::sort(reply.tree_sizes.begin(), reply.tree_sizes.end(),
             [](const WorkerBlocks& a, const WorkerBlocks& b) { return a.worker < b.worker; });
+  if (!loads.empty()) {
+    std::vector<WorkerBlocks> active;
+    active.reserve(loads.size());
+    for (const auto& [stream, blocks] : loads) active.push_back(WorkerBlocks{stream, blocks});
+    std::sort(active.begin(), active.end(), [](const WorkerBlocks& a, const WorkerBlocks& b) { return a.worker < b.worker; });
+    reply.active_blocks = std::move(active);
+  }
   return reply;
 }
 
@@ -168,6 +176,12 @@ Decoded<ScoreReply> decode_score_reply(std::string_view json, const QueryLimits&
 std::string encode_error_reply(const ErrorReply& error) {
   return Json{{"error", {{"code", error.code}, {"message", error.message}}}}.dump(
       -1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string encode_ok_reply() { return R"({"ok":true})"; }
+
+std::string encode_workers_reply(const WorkersReply& reply) {
+  return Json{{"workers", reply.workers}, {"streams", worker_blocks_json(reply.streams)}}.dump();
 }
 
 std::optional<ErrorReply> decode_error_reply(std::string_view json) {

@@ -1,4 +1,4 @@
-#include "libbus/codec/untrusted_text.h"
+#include "libcodec/untrusted_text.h"
 
 #include <fmt/format.h>
 

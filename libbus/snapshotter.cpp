@@ -1,0 +1,143 @@
+#include "libbus/snapshotter.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace kvidx::bus {
+
+Snapshotter::Snapshotter(ServiceContext& ctx, Ingest& ingest) : ctx_(ctx), ingest_(ingest) {}
+
+BusStatus Snapshotter::open() {
+  // NOTE: the chunk size follows the server's max_payload as it is at each write (a reconnect to
+  // a server with another max_payload changes it), so it is read there, not here.
+  store_.emplace(*ctx_.js, ctx_.ingest_conn, ctx_.subjects, ctx_.config.snapshot_stream, ctx_.config.durable);
+  if (auto s = store_->ensure_stream(); !s.ok()) return s;
+  if (ctx_.config.restore_snapshot) {
+    if (auto s = restore(); !s.ok()) return s;
+  }
+  last_good_.store(Clock::now().time_since_epoch().count());
+  ctx_.metrics.gauge_callback("kvidx_snapshot_age_seconds",
+                              "Seconds since the newest good snapshot (this process's last written, or its start)", {},
+                              [this] { return age_seconds(); });
+  ctx_.metrics.gauge_callback("kvidx_snapshot_stale", "1 while the newest good snapshot is older than the stale bound",
+                              {}, [this] { return stale() ? 1.0 : 0.0; });
+  return {};
+}
+
+BusStatus Snapshotter::restore() {
+  auto loaded = store_->load_latest();
+  if (!loaded.ok()) return loaded.error();
+  if (!loaded.value()) return {};
+  IndexSnapshot& snap = *loaded.value();
+  if (auto s = ingest_.restore(snap); !s.ok()) return s;
+  spdlog::info("restored snapshot {}: {} streams, stream sequence {}", snap.id, snap.watermarks.size(),
+               snap.stream_sequence);
+  return {};
+}
+
+BusStatus Snapshotter::write() {
+  if (!store_) return BusError{NATS_ERR, "snapshots need JetStream mode"};
+  std::lock_guard write_lock(write_mutex_);
+  auto written = write_locked();
+  note_outcome(written);
+  if (!written.ok()) return written.error();
+  return {};
+}
+
+// Caller holds write_mutex_.
+BusResult<SnapshotWritten> Snapshotter::write_locked() {
+  IndexSnapshot snap;
+  if (!ingest_.capture(snap)) return BusError{NATS_ERR, "indexer offline: no snapshot"};
+  auto written = store_->write(snap);
+  if (!written.ok()) return written.error();
+  spdlog::info("snapshot written: {} events in {} chunk(s){}, stream sequence {}", snap.events.size(),
+               written.value().chunks,
+               written.value().split_events == 0
+                   ? std::string()
+                   : " (" + std::to_string(written.value().split_events) + " long edge(s) split over " +
+                         std::to_string(written.value().lines - snap.events.size() + written.value().split_events) +
+                         " events)",
+               snap.stream_sequence);
+  return written;
+}
+
+// Caller holds write_mutex_. Every failure is counted; the log says only when the state changes:
+// the first failure (with its reason) and the recovery, not every interval.
+void Snapshotter::note_outcome(const BusResult<SnapshotWritten>& written) {
+  const auto now = Clock::now();
+  if (written.ok()) {
+    ctx_.counters.snapshots_total->inc();
+    last_good_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+    if (failing_) {
+      spdlog::info("snapshots recovered after {} failed attempt(s) over {:.0f} s", failures_in_row_,
+                   std::chrono::duration<double>(now - failing_since_).count());
+    }
+    failing_ = false;
+    failures_in_row_ = 0;
+    return;
+  }
+  ctx_.counters.snapshot_failures_total->inc();
+  ++failures_in_row_;
+  last_error_ = written.error().message;
+  if (!failing_) {
+    failing_ = true;
+    failing_since_ = now;
+    spdlog::error("snapshot failed: {} (retried every interval; failures are counted in "
+                  "kvidx_snapshot_failures_total, the recovery is logged)",
+                  last_error_);
+  }
+}
+
+double Snapshotter::age_seconds() const {
+  const Clock::time_point last{Clock::duration(last_good_.load(std::memory_order_relaxed))};
+  return std::chrono::duration<double>(Clock::now() - last).count();
+}
+
+std::chrono::milliseconds Snapshotter::stale_bound() const {
+  if (ctx_.config.snapshot_stale_after.count() > 0) return ctx_.config.snapshot_stale_after;
+  return std::max<std::chrono::milliseconds>(3 * ctx_.config.snapshot_interval, std::chrono::seconds(60));
+}
+
+bool Snapshotter::stale() const {
+  if (!store_ || ctx_.config.snapshot_interval.count() == 0) return false;
+  return age_seconds() > std::chrono::duration<double>(stale_bound()).count();
+}
+
+void Snapshotter::start_timer() {
+  if (ctx_.config.snapshot_interval.count() > 0) timer_thread_ = std::thread([this] { timer_loop(); });
+}
+
+void Snapshotter::stop_timer() {
+  {
+    std::lock_guard lock(timer_mutex_);
+    stopped_ = true;
+  }
+  timer_cv_.notify_all();
+  if (timer_thread_.joinable()) timer_thread_.join();
+}
+
+void Snapshotter::close() { store_.reset(); }
+
+void Snapshotter::timer_loop() {
+  std::unique_lock lock(timer_mutex_);
+  while (!timer_cv_.wait_for(lock, ctx_.config.snapshot_interval, [&] { return stopped_; })) {
+    lock.unlock();
+    // NOTE: the outcome is counted and logged (on state changes) by write itself.
+    (void)write();
+    lock.lock();
+    const bool now_stale = stale();
+    if (now_stale != stale_logged_) {
+      stale_logged_ = now_stale;
+      if (now_stale) {
+        spdlog::error("snapshot stale: the newest good snapshot is {:.1f} s old (bound {:.1f} s): not ready until "
+                      "one is written",
+                      age_seconds(), stale_bound().count() / 1000.0);
+      } else {
+        spdlog::info("snapshot no longer stale: ready again (if otherwise ready)");
+      }
+    }
+  }
+}
+
+}  // namespace kvidx::bus
