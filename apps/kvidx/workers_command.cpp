@@ -38,7 +38,7 @@ int run_workers(const LiveFlags& flags) {
   int exit_code = kExitOk;
   auto client = LiveClient::connect(flags, "workers", exit_code);
   if (!client) return exit_code;
-  auto reply = client->request("admin.workers", "{}", exit_code);
+  auto reply = client->request(client->subjects().admin_workers(), "{}", exit_code);
   if (!reply) return exit_code;
   auto json = answered("workers", *reply, exit_code);
   if (!json) return exit_code;
@@ -50,7 +50,7 @@ int run_remove(const RemoveFlags& flags) {
   int exit_code = kExitOk;
   auto client = LiveClient::connect(flags.live, "remove-worker", exit_code);
   if (!client) return exit_code;
-  auto reply = client->request("admin.remove_worker",
+  auto reply = client->request(client->subjects().admin_remove_worker(),
                                encode_remove_worker_request(RemoveWorkerRequest{flags.worker_id, flags.dp_rank}),
                                exit_code);
   if (!reply) return exit_code;
