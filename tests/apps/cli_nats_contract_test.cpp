@@ -12,6 +12,7 @@
 #include "libbus/nats_jetstream.h"
 #include "replay/event_log_writer.h"
 #include "tests/support/child_process.h"
+#include "tests/support/connecting_commands.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/nats_server.h"
 
@@ -21,19 +22,6 @@ using namespace kvidx::testing;
 namespace {
 
 const std::string kKvidx = built_binary("kvidx");
-
-// Each subcommand that connects, with what it needs besides --nats to get as far as connecting.
-std::vector<std::vector<std::string>> connecting_commands(const TempDir& dir) {
-  return {
-      {"serve", "--metrics", "off", "--snapshot-interval", "0"},
-      {"capture", "--out", dir.file("captured.jsonl"), "--duration", "1"},
-      {"publish", "--events", dir.file("events.jsonl")},
-      {"bridge", "--zmq", "tcp://127.0.0.1:1", "--worker-id", "1", "--block-size", "16"},
-      {"score", "--hashes", "1,2", "--timeout", "1"},
-      {"stats", "--timeout", "1"},
-      {"dump", "--timeout", "1"},
-  };
-}
 
 std::vector<std::string> with(std::vector<std::string> head, const std::vector<std::string>& tail) {
   head.insert(head.end(), tail.begin(), tail.end());
@@ -50,8 +38,6 @@ std::vector<std::string> nats_flag(const std::vector<std::string>& command, cons
   }
   return {"--nats", url};
 }
-
-std::size_t line_count(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
 
 void write_log(const std::string& path, const std::vector<RouterEvent>& events) {
   EventLogWriter out(path);

@@ -9,6 +9,7 @@
 
 #include "replay/event_log_writer.h"
 #include "tests/security/security_support.h"
+#include "tests/support/connecting_commands.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/test_pki.h"
 #include "tests/support/wait_until.h"
@@ -18,22 +19,6 @@ using namespace kvidx::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Each subcommand that connects, with what it needs besides its NATS options.
-std::vector<std::vector<std::string>> connecting_commands(const TempDir& dir) {
-  return {
-      {"serve", "--metrics", "off", "--snapshot-interval", "0"},
-      {"capture", "--out", dir.file("captured.jsonl"), "--duration", "1"},
-      {"publish", "--events", dir.file("events.jsonl")},
-      {"bridge", "--zmq", "tcp://127.0.0.1:1", "--worker-id", "1", "--block-size", "16"},
-      {"score", "--hashes", "1,2", "--timeout", "1"},
-      {"stats", "--timeout", "1"},
-      {"dump", "--timeout", "1"},
-      {"workers", "--timeout", "1"},
-  };
-}
-
-std::size_t line_count(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
 
 void write_events(const std::string& path) {
   EventLogWriter out(path);
