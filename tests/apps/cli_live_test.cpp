@@ -12,6 +12,7 @@
 
 #include "replay/event_log_writer.h"
 #include "tests/support/child_process.h"
+#include "tests/support/dump_holdings.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/nats_server.h"
 #include "tests/support/wait_until.h"
@@ -22,25 +23,6 @@ using namespace kvidx::testing;
 namespace {
 
 const std::string kKvidx = built_binary("kvidx");
-
-// (worker, rank, parent, block) holdings of a dump printed as JSON Lines.
-std::set<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>> holdings(const std::string& jsonl) {
-  std::set<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>> out;
-  std::istringstream in(jsonl);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    const auto doc = nlohmann::json::parse(line);
-    const auto& stored = doc["event"]["data"]["stored"];
-    std::uint64_t parent = stored["parent_hash"].is_null() ? 0 : stored["parent_hash"].get<std::uint64_t>();
-    for (const auto& block : stored["blocks"]) {
-      const auto hash = block["block_hash"].get<std::uint64_t>();
-      out.emplace(doc["worker_id"].get<std::uint64_t>(), doc["event"]["dp_rank"].get<std::uint64_t>(), parent, hash);
-      parent = hash;
-    }
-  }
-  return out;
-}
-
 
 }  // namespace
 
@@ -90,12 +72,12 @@ TEST_CASE("capture of a live stream replays to the service's own dump, score and
   REQUIRE(wait_until([&] {
     auto dump = run_command({kKvidx, "dump", "--nats", server.url()});
     live = dump.out;
-    return dump.exit_code == 0 && holdings(live).size() == 80 * 5 - 26 * 1;
+    return dump.exit_code == 0 && dump_holdings(live).size() == 80 * 5 - 26 * 1;
   }, std::chrono::seconds(30)));
 
   auto offline = run_command({kKvidx, "dump", "--events", dir.file("captured.jsonl.gz")});
   REQUIRE_MESSAGE(offline.exit_code == 0, offline.err);
-  CHECK(holdings(offline.out) == holdings(live));
+  CHECK(dump_holdings(offline.out) == dump_holdings(live));
 
   auto score = run_command({kKvidx, "score", "--nats", server.url(), "--hashes", "1,2,3,104,204"});
   REQUIRE_MESSAGE(score.exit_code == 0, score.err);

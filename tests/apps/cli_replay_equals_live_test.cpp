@@ -16,6 +16,7 @@
 
 #include "replay/event_log_writer.h"
 #include "tests/support/child_process.h"
+#include "tests/support/dump_holdings.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/nats_server.h"
 #include "tests/support/wait_until.h"
@@ -26,26 +27,6 @@ using namespace kvidx::testing;
 namespace {
 
 const std::string kKvidx = built_binary("kvidx");
-
-using Holding = std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>;
-
-// (worker, rank, parent, block) holdings of a dump printed as JSON Lines.
-std::set<Holding> holdings(const std::string& jsonl) {
-  std::set<Holding> out;
-  std::istringstream in(jsonl);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    const auto doc = nlohmann::json::parse(line);
-    const auto& stored = doc["event"]["data"]["stored"];
-    std::uint64_t parent = stored["parent_hash"].is_null() ? 0 : stored["parent_hash"].get<std::uint64_t>();
-    for (const auto& block : stored["blocks"]) {
-      const auto hash = block["block_hash"].get<std::uint64_t>();
-      out.emplace(doc["worker_id"].get<std::uint64_t>(), doc["event"]["dp_rank"].get<std::uint64_t>(), parent, hash);
-      parent = hash;
-    }
-  }
-  return out;
-}
 
 RouterEvent with_id(RouterEvent e, std::uint64_t id, DpRank rank = 0) {
   e.event.event_id = id;
@@ -166,9 +147,9 @@ void check_offline_equals_live(std::uint32_t seed, const std::vector<std::string
   dump_args.insert(dump_args.end(), ordering_flags.begin(), ordering_flags.end());
   auto offline_dump = run_command(dump_args);
   REQUIRE_MESSAGE(offline_dump.exit_code == 0, offline_dump.err);
-  const auto live_holdings = holdings(live_dump.out);
+  const auto live_holdings = dump_holdings(live_dump.out);
   CHECK(!live_holdings.empty());
-  CHECK(holdings(offline_dump.out) == live_holdings);
+  CHECK(dump_holdings(offline_dump.out) == live_holdings);
 
   // The same ordering counters offline as live.
   std::vector<std::string> stats_args{kKvidx, "stats", "--events", log_path};

@@ -20,6 +20,7 @@
 #include "libbus/nats_message.h"
 #include "replay/event_log_writer.h"
 #include "tests/support/child_process.h"
+#include "tests/support/dump_holdings.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/nats_server.h"
 #include "tests/support/wait_until.h"
@@ -40,24 +41,6 @@ std::size_t blocks_in(const std::string& jsonl) {
     if (!line.empty()) n += Json::parse(line)["event"]["data"]["stored"]["blocks"].size();
   }
   return n;
-}
-
-// (worker, rank, parent, block) of every stored block in a dump printed as JSON Lines.
-std::set<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>> holdings(const std::string& jsonl) {
-  std::set<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>> out;
-  std::istringstream in(jsonl);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    const auto doc = Json::parse(line);
-    const auto& stored = doc["event"]["data"]["stored"];
-    std::uint64_t parent = stored["parent_hash"].is_null() ? 0 : stored["parent_hash"].get<std::uint64_t>();
-    for (const auto& block : stored["blocks"]) {
-      const auto hash = block["block_hash"].get<std::uint64_t>();
-      out.emplace(doc["worker_id"].get<std::uint64_t>(), doc["event"]["dp_rank"].get<std::uint64_t>(), parent, hash);
-      parent = hash;
-    }
-  }
-  return out;
 }
 
 std::string read_all(const std::string& path) {
@@ -124,7 +107,7 @@ TEST_CASE("cli: kvidx dump --nats returns every block of a worker's 30000-block 
     return restored.exit_code == 0;
   }, 20s));
   CHECK(blocks_in(restored.out) == 30000);
-  CHECK(holdings(restored.out) == holdings(live));
+  CHECK(dump_holdings(restored.out) == dump_holdings(live));
   CHECK(again.stop() == 0);
 }
 
