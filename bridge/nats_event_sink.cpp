@@ -18,13 +18,12 @@ bus::BusResult<std::unique_ptr<NatsEventSink>> NatsEventSink::connect(const Nats
     js = std::move(created).value();
     if (auto state = js->stream_state(options.stream); !state) {
       bus::BusError error = state.error();
-      error.message = "JetStream stream " + options.stream + " not found (start kvidx serve first, or use core mode): " +
-                      error.message;
+      error.message = "JetStream stream " + options.stream +
+                      " not found (start kvidx serve first, or use core mode): " + error.message;
       return error;
     }
   }
-  return std::unique_ptr<NatsEventSink>(
-      new NatsEventSink(options, std::move(connection).value(), std::move(js)));
+  return std::unique_ptr<NatsEventSink>(new NatsEventSink(options, std::move(connection).value(), std::move(js)));
 }
 
 SinkStatus NatsEventSink::deliver(std::span<const RouterEvent> events) {

@@ -36,7 +36,9 @@ class NatsEventSink final : public RouterEventSink {
 
  private:
   NatsEventSink(NatsSinkOptions options, bus::Connection connection, std::optional<bus::JetStream> js)
-      : options_(std::move(options)), subjects_(options_.subject_prefix), connection_(std::move(connection)),
+      : options_(std::move(options)),
+        subjects_(options_.subject_prefix),
+        connection_(std::move(connection)),
         js_(std::move(js)) {}
 
   NatsSinkOptions options_;

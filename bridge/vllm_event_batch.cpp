@@ -120,7 +120,8 @@ std::optional<CodecError> read_block_size(const Object& o, const std::string& fi
   return std::nullopt;
 }
 
-std::optional<CodecError> read_optional_int(const Object& o, const std::string& field, std::optional<std::int64_t>& out) {
+std::optional<CodecError> read_optional_int(const Object& o, const std::string& field,
+                                            std::optional<std::int64_t>& out) {
   if (o.type == msgpack::type::NIL) return std::nullopt;
   if (o.type == msgpack::type::NEGATIVE_INTEGER) {
     out = o.via.i64;
@@ -132,7 +133,8 @@ std::optional<CodecError> read_optional_int(const Object& o, const std::string& 
   return std::nullopt;
 }
 
-std::optional<CodecError> read_optional_str(const Object& o, const std::string& field, std::optional<std::string>& out) {
+std::optional<CodecError> read_optional_str(const Object& o, const std::string& field,
+                                            std::optional<std::string>& out) {
   if (o.type == msgpack::type::NIL) return std::nullopt;
   if (o.type != msgpack::type::STR) return wrong_type(field, "str or nil", o);
   out = std::string(as_str(o));
@@ -145,8 +147,8 @@ struct EventFields {
   std::vector<const Object*> positional;
 };
 
-constexpr std::string_view kStoredFields[] = {"block_hashes", "parent_block_hash", "token_ids", "block_size",
-                                              "lora_id",      "medium",            "lora_name", "extra_keys"};
+constexpr std::string_view kStoredFields[] = {"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id",
+                                              "medium",       "lora_name",         "extra_keys"};
 constexpr std::string_view kRemovedFields[] = {"block_hashes", "medium"};
 
 std::span<const std::string_view> field_names(std::string_view tag) {
@@ -163,7 +165,8 @@ Decoded<EventFields> event_fields(const Object& o, const std::string& field) {
   EventFields out;
   if (o.type == msgpack::type::ARRAY) {
     const auto items = as_array(o);
-    if (items.empty() || items[0].type != msgpack::type::STR) return fail(field + "[0]", "expected the event tag (str)");
+    if (items.empty() || items[0].type != msgpack::type::STR)
+      return fail(field + "[0]", "expected the event tag (str)");
     out.tag = as_str(items[0]);
     if (!known_tag(out.tag)) return fail(field + "[0]", "unknown event tag '" + untrusted_excerpt(out.tag) + "'");
     const std::size_t wanted = field_names(out.tag).size();
@@ -200,8 +203,7 @@ Decoded<VllmEvent> decode_event(const Object& o, const std::string& field) {
   const EventFields& f = fields.value();
   const bool positional = o.type == msgpack::type::ARRAY;
   auto name = [&](std::size_t i) {
-    return positional ? field + "[" + std::to_string(i + 1) + "]"
-                      : field + "." + std::string(field_names(f.tag)[i]);
+    return positional ? field + "[" + std::to_string(i + 1) + "]" : field + "." + std::string(field_names(f.tag)[i]);
   };
   auto missing = [&](std::size_t i) { return fail(name(i), "required field missing"); };
 
@@ -280,9 +282,12 @@ Decoded<VllmEventBatch> decode_batch(const Object& root, const VllmDecodeLimits&
       const auto& kv = root.via.map.ptr[i];
       if (kv.key.type != msgpack::type::STR) continue;
       const std::string_view key = as_str(kv.key);
-      if (key == "ts") ts = &kv.val;
-      else if (key == "events") events = &kv.val;
-      else if (key == "data_parallel_rank" || key == "dp_rank") rank = &kv.val;
+      if (key == "ts")
+        ts = &kv.val;
+      else if (key == "events")
+        events = &kv.val;
+      else if (key == "data_parallel_rank" || key == "dp_rank")
+        rank = &kv.val;
     }
     if (ts == nullptr) return fail("ts", "required field missing");
     if (events == nullptr) return fail("events", "required field missing");

@@ -13,7 +13,8 @@ namespace {
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -56,9 +57,10 @@ std::optional<KvCacheStoreData> VllmEventConverter::convert_stored(const VllmBlo
   }
   const bool eagle = config_.eagle || stored.bigram_token_ids;
   if (stored.bigram_token_ids && stats_.eagle_bigram_events++ == 0 && !config_.eagle) {
-    spdlog::warn("bridge: worker {} sends Eagle bigram token ids; hashing its blocks with Eagle windows (the "
-                 "router's queries must use Eagle hashing too)",
-                 config_.worker_id);
+    spdlog::warn(
+        "bridge: worker {} sends Eagle bigram token ids; hashing its blocks with Eagle windows (the "
+        "router's queries must use Eagle hashing too)",
+        config_.worker_id);
   }
   const BlockHashOptions options{block_hash_seed(lora, config_.cache_namespace), eagle, stored.block_mm_hashes};
   const std::vector<LocalBlockHash> locals = compute_block_hashes(stored.token_ids, config_.block_size, options);

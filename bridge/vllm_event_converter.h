@@ -56,15 +56,15 @@ struct ConversionStats {
   std::uint64_t removed = 0;
   std::uint64_t cleared = 0;
   std::uint64_t blocks_stored = 0;
-  std::uint64_t partial_tokens_dropped = 0;   // tokens of trailing partial blocks
-  std::uint64_t block_count_mismatches = 0;   // #block_hashes != #full token blocks
-  std::uint64_t block_size_mismatches = 0;    // stored events dropped: wrong block_size
-  std::uint64_t empty_stores_dropped = 0;     // stored events without a full block
-  std::uint64_t lora_id_without_name = 0;     // stored unsalted: lora_id but no lora_name
-  std::uint64_t event_ids_skipped = 0;        // ids skipped to signal lost batches
-  std::uint64_t eagle_bigram_events = 0;      // stored events with bigram token ids (Eagle)
-  std::uint64_t mm_blocks = 0;                // blocks hashed with multimodal hashes
-  std::uint64_t extra_keys_unreadable = 0;    // stored events cut short by unknown extra_keys shapes
+  std::uint64_t partial_tokens_dropped = 0;  // tokens of trailing partial blocks
+  std::uint64_t block_count_mismatches = 0;  // #block_hashes != #full token blocks
+  std::uint64_t block_size_mismatches = 0;   // stored events dropped: wrong block_size
+  std::uint64_t empty_stores_dropped = 0;    // stored events without a full block
+  std::uint64_t lora_id_without_name = 0;    // stored unsalted: lora_id but no lora_name
+  std::uint64_t event_ids_skipped = 0;       // ids skipped to signal lost batches
+  std::uint64_t eagle_bigram_events = 0;     // stored events with bigram token ids (Eagle)
+  std::uint64_t mm_blocks = 0;               // blocks hashed with multimodal hashes
+  std::uint64_t extra_keys_unreadable = 0;   // stored events cut short by unknown extra_keys shapes
 };
 
 class VllmEventConverter {

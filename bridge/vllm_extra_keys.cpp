@@ -70,10 +70,8 @@ KeyReading read_key(const Object& key) {
     case msgpack::type::NEGATIVE_INTEGER:
     case msgpack::type::FLOAT32:
     case msgpack::type::FLOAT64:
-    case msgpack::type::BOOLEAN:
-      return {};
-    default:
-      return unknown("unexpected key type");
+    case msgpack::type::BOOLEAN: return {};
+    default: return unknown("unexpected key type");
   }
 }
 

@@ -87,7 +87,8 @@ struct ZmqEventBridge::Impl {
   void hand_to_sink() {
     if (out.empty()) return;
     if (auto status = sink.deliver(out); !status) {
-      if (stats.sink_failures++ < 10) spdlog::warn("bridge: delivery of {} events failed: {}", out.size(), status.error());
+      if (stats.sink_failures++ < 10)
+        spdlog::warn("bridge: delivery of {} events failed: {}", out.size(), status.error());
     } else {
       stats.router_events += out.size();
     }

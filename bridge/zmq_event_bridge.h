@@ -63,12 +63,12 @@ struct ZmqBridgeConfig {
 };
 
 struct ZmqBridgeStats {
-  std::uint64_t frames = 0;               // live messages received
-  std::uint64_t batches_delivered = 0;    // batches converted and handed to the sink (live + replayed)
-  std::uint64_t router_events = 0;        // RouterEvents handed to the sink
-  std::uint64_t malformed_frames = 0;     // bad framing or undecodable payload
-  std::uint64_t gaps = 0;                 // gaps detected (recovered or not), each counted once
-  std::uint64_t missing_batches = 0;      // batches missing across gaps (each ends replayed or lost)
+  std::uint64_t frames = 0;             // live messages received
+  std::uint64_t batches_delivered = 0;  // batches converted and handed to the sink (live + replayed)
+  std::uint64_t router_events = 0;      // RouterEvents handed to the sink
+  std::uint64_t malformed_frames = 0;   // bad framing or undecodable payload
+  std::uint64_t gaps = 0;               // gaps detected (recovered or not), each counted once
+  std::uint64_t missing_batches = 0;    // batches missing across gaps (each ends replayed or lost)
   std::uint64_t replays_requested = 0;
   std::uint64_t replayed_batches = 0;     // delivered from the replay socket
   std::uint64_t replay_failures = 0;      // timed out or live buffer overflow

@@ -38,7 +38,8 @@ void check_rejection(const kvidx::Decoded<T>& decoded, std::string_view input) {
 template <class T>
 void check_same_verdict(const kvidx::Decoded<T>& a, const kvidx::Decoded<T>& b, std::string_view input) {
   if (a.ok() != b.ok()) fail("public decoder and DOM decoder disagree on the verdict", input);
-  if (!a.ok() && a.error().message() != b.error().message()) fail("public decoder and DOM decoder disagree on the reason", input);
+  if (!a.ok() && a.error().message() != b.error().message())
+    fail("public decoder and DOM decoder disagree on the reason", input);
 }
 
 }  // namespace
@@ -65,7 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       kvidx::DecodeLimits roomy = limits;
       roomy.max_message_bytes = again.size() + 1;
       const auto round = kvidx::decode_router_events(again, roomy);
-      if (!round.ok() || round.value() != full.value()) fail("re-encoded events do not decode to the same events", input);
+      if (!round.ok() || round.value() != full.value())
+        fail("re-encoded events do not decode to the same events", input);
     }
   }
   {  // a single event
@@ -83,7 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     kvidx::EventLogLine fast;
     if (kvidx::fast_codec::try_decode_event_log_line(input, limits, fast)) {
       if (!dom.ok()) fail("fast path accepted a log line the DOM decoder rejects", input);
-      if (fast.event != dom.value().event || fast.subject != dom.value().subject || fast.ts.has_value() != dom.value().ts.has_value()) {
+      if (fast.event != dom.value().event || fast.subject != dom.value().subject ||
+          fast.ts.has_value() != dom.value().ts.has_value()) {
         fail("fast path and DOM decoder disagree on a log line", input);
       }
     }

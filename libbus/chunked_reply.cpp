@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "libcodec/query_codec.h"
 #include "libbus/event_chunks.h"
+#include "libcodec/query_codec.h"
 
 namespace kvidx::bus {
 
@@ -66,9 +66,10 @@ BusResult<std::string> request_accepting_chunks(Connection& conn, std::string_vi
     auto message = sub.value().next(timeout_ms);
     if (!message.ok()) {
       if (chunks == 0) return BusError{NATS_TIMEOUT, fmt::format("no reply on {} within {} ms", where, timeout_ms)};
-      return BusError{NATS_MISMATCH, fmt::format("incomplete reply on {}: {} chunk(s), {} bytes, then nothing for {} ms "
-                                                 "(no end marker)",
-                                                 where, chunks, out.size(), timeout_ms)};
+      return BusError{NATS_MISMATCH,
+                      fmt::format("incomplete reply on {}: {} chunk(s), {} bytes, then nothing for {} ms "
+                                  "(no end marker)",
+                                  where, chunks, out.size(), timeout_ms)};
     }
     if (message.value().no_responders()) return BusError{NATS_NO_RESPONDERS, "no responders on " + where};
     const auto part = message.value().header(kReplyPartHeader);

@@ -30,7 +30,9 @@ void Ingest::dead_letter(std::string_view subject, std::string_view data, std::s
   // NOTE: nats.c encodes headers as "NATS/1.0\r\n", "Key: value\r\n" each, then "\r\n", and the
   // server bounds headers + body by max_payload. The Kvidx-Truncated line is counted whether or
   // not it is sent, so a body cut to `room` always fits.
-  const auto header_line = [](const char* key, const std::string& value) { return std::strlen(key) + 2 + value.size() + 2; };
+  const auto header_line = [](const char* key, const std::string& value) {
+    return std::strlen(key) + 2 + value.size() + 2;
+  };
   const std::size_t header_bytes = 10 + header_line(kDeadLetterReasonHeader, bounded) +
                                    header_line(kDeadLetterSubjectHeader, original_subject) +
                                    header_line(kDeadLetterTruncatedHeader, original_bytes) + 2;

@@ -79,7 +79,8 @@ BusResult<std::vector<RouterEvent>> split_event_to_fit(const RouterEvent& event,
       // the original chain block for block.
       data.parent_hash = b == 0 ? stored->parent_hash : std::optional(blocks[b - 1].block_hash);
       if (stored->start_position) data.start_position = *stored->start_position + static_cast<std::uint32_t>(b);
-      data.blocks.assign(blocks.begin() + static_cast<std::ptrdiff_t>(b), blocks.begin() + static_cast<std::ptrdiff_t>(e));
+      data.blocks.assign(blocks.begin() + static_cast<std::ptrdiff_t>(b),
+                         blocks.begin() + static_cast<std::ptrdiff_t>(e));
       return with_data(event, std::move(data));
     };
     return split_runs(blocks.size(), limit, piece, "stored block");

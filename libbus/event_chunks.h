@@ -45,13 +45,13 @@ class EventChunker {
   // Emits the last, partly filled body (nothing when there is none).
   BusStatus finish();
 
-  std::size_t lines() const { return lines_; }    // events written, pieces counted one by one
-  std::size_t chunks() const { return chunks_; }  // bodies emitted
+  std::size_t lines() const { return lines_; }                // events written, pieces counted one by one
+  std::size_t chunks() const { return chunks_; }              // bodies emitted
   std::size_t split_events() const { return split_events_; }  // events that had to be split
 
  private:
   void encode_numbered(const RouterEvent& event);  // into line_, with event_id = lines_
-  BusStatus append_line();                          // line_ into the body (emitting a full one first)
+  BusStatus append_line();                         // line_ into the body (emitting a full one first)
   BusStatus emit_body();
 
   std::size_t limit_;

@@ -3,10 +3,10 @@
 // NOTE: <utility> first: Boost 1.74 Asio with GCC 12 in C++20 needs std::exchange declared.
 #include <utility>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <charconv>

@@ -76,16 +76,18 @@ std::string Ingest::refuse_over_stream_limit(std::span<const RouterEvent> events
     named += fmt::format("{}worker {} rank {}", i == 0 ? "" : ", ", (*refused)[i].worker_id, (*refused)[i].dp_rank);
   }
   if (refused->size() > 3) named += ", ...";
-  return fmt::format("stream limit reached: {} (worker, rank) streams; this message would add {} new ({}); remove "
-                     "workers ({}) or raise --max-streams",
-                     sequencer_.max_streams(), refused->size(), named, ctx_.subjects.admin_remove_worker());
+  return fmt::format(
+      "stream limit reached: {} (worker, rank) streams; this message would add {} new ({}); remove "
+      "workers ({}) or raise --max-streams",
+      sequencer_.max_streams(), refused->size(), named, ctx_.subjects.admin_remove_worker());
 }
 
 // Counts an event message refused by the stream limit and dead-letters it. Outside the lock.
 void Ingest::reject_over_stream_limit(std::string_view subject, std::string_view data,
                                       const std::vector<RouterEvent>& events, const std::string& reason) {
   counters_.stream_limit_rejections->inc();
-  for (const RouterEvent& e : events) counters_.events(static_cast<std::size_t>(kind_of(e.event.data)), EventResult::rejected).inc();
+  for (const RouterEvent& e : events)
+    counters_.events(static_cast<std::size_t>(kind_of(e.event.data)), EventResult::rejected).inc();
   dead_letter(subject, data, "stream_limit", reason);
 }
 
@@ -198,7 +200,8 @@ BusStatus Ingest::ingest_local(std::span<const RouterEvent> events) {
   counters_.local_batches_total->inc();
   if (std::string refused = refuse_over_stream_limit(batch); !refused.empty()) {
     counters_.stream_limit_rejections->inc();
-    for (const RouterEvent& e : batch) counters_.events(static_cast<std::size_t>(kind_of(e.event.data)), EventResult::rejected).inc();
+    for (const RouterEvent& e : batch)
+      counters_.events(static_cast<std::size_t>(kind_of(e.event.data)), EventResult::rejected).inc();
     if (const auto v = ctx_.warnings.admit("local_stream_limit"); v.log) {
       spdlog::warn("refused a batch of {} events from an in-process source: {}{}", batch.size(), refused,
                    suppressed_note(v));

@@ -1,11 +1,11 @@
 // Events into the lanes: every source ends in the same steps, under one dispatch lock.
 //   JetStream: fetch thread (only pulls, so the server keeps streaming) -> bounded hand-off of
 //   fetched batches -> dispatch thread: decode and subject check outside the lock (else dead
-//   letter) -> under the lock: stream limit, EventIntake (libindexer/intake/: the rules offline replay uses too), LaneIndexer::enqueue_events -> the
-//   acker thread's flush() barrier -> cumulative AckAll of the newest batch's last message
-//   (ingest_jetstream.cpp; the data path in full is in service.h).
-//   Core: the subscription's delivery thread decodes and hands events over in bursts.
-//   In-process sources (ZMQ bridges): already decoded, sequenced and handed over as one batch.
+//   letter) -> under the lock: stream limit, EventIntake (libindexer/intake/: the rules offline replay uses too),
+//   LaneIndexer::enqueue_events -> the acker thread's flush() barrier -> cumulative AckAll of the newest batch's last
+//   message (ingest_jetstream.cpp; the data path in full is in service.h). Core: the subscription's delivery thread
+//   decodes and hands events over in bursts. In-process sources (ZMQ bridges): already decoded, sequenced and handed
+//   over as one batch.
 // Rejected messages go to the dead-letter subject (dead_letters.cpp).
 #pragma once
 
@@ -115,7 +115,7 @@ class Ingest {
   // callbacks, in-process sources, admin removals, snapshot capture), so the sequencer and the
   // dispatched sequence are always consistent with what the lanes have been given.
   std::mutex dispatch_mutex_;
-  EventIntake intake_;           // the event-ordering rules, shared with offline replay and the bridge's sinks
+  EventIntake intake_;          // the event-ordering rules, shared with offline replay and the bridge's sinks
   StreamSequencer& sequencer_;  // intake_'s watermarks (stream limit, snapshots, removals)
   std::uint64_t dispatched_sequence_ = 0;
   std::uint64_t restored_sequence_ = 0;

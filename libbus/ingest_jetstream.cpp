@@ -20,9 +20,10 @@ BusStatus Ingest::note_stream_state() {
   std::lock_guard lock(dispatch_mutex_);
   if (state.value().first_sequence > restored_sequence_ + 1) {
     history_trimmed_ = state.value().first_sequence - restored_sequence_ - 1;
-    spdlog::warn("stream {} starts at sequence {} but this replica's state covers only up to {}: {} message(s) "
-                 "discarded by retention are not reflected (workers' later events repair their streams)",
-                 ctx_.config.stream, state.value().first_sequence, restored_sequence_, history_trimmed_);
+    spdlog::warn(
+        "stream {} starts at sequence {} but this replica's state covers only up to {}: {} message(s) "
+        "discarded by retention are not reflected (workers' later events repair their streams)",
+        ctx_.config.stream, state.value().first_sequence, restored_sequence_, history_trimmed_);
   }
   return {};
 }
@@ -50,9 +51,8 @@ void Ingest::fetch_loop() {
   while (true) {
     {
       std::unique_lock lock(ack_mutex_);
-      space_cv_.wait(lock, [&] {
-        return stop_fetch_ || inflight_events_ + fetched_messages_ < ctx_.config.max_inflight_events;
-      });
+      space_cv_.wait(
+          lock, [&] { return stop_fetch_ || inflight_events_ + fetched_messages_ < ctx_.config.max_inflight_events; });
       if (stop_fetch_) return;
     }
     auto batch = pull_->fetch(ctx_.config.fetch_batch, 250);
@@ -89,7 +89,7 @@ void Ingest::dispatch_loop() {
   std::vector<Message> msgs;
   std::vector<std::vector<RouterEvent>> prepared;
   std::vector<std::uint64_t> sequences;
-  std::vector<char> usable;  // 0: redelivered duplicate or dead-lettered
+  std::vector<char> usable;                                     // 0: redelivered duplicate or dead-lettered
   std::vector<std::pair<std::size_t, std::string>> over_limit;  // refused by the stream limit, with the reason
   while (true) {
     {
@@ -172,7 +172,8 @@ void Ingest::ack_loop() {
       continue;
     }
     AckItem& newest = items.back();
-    if (auto s = jetstream_ack(ctx_.ingest_conn, newest.last); !s.ok()) spdlog::warn("ack failed: {}", s.error().message);
+    if (auto s = jetstream_ack(ctx_.ingest_conn, newest.last); !s.ok())
+      spdlog::warn("ack failed: {}", s.error().message);
     std::size_t done = 0;
     for (auto& item : items) done += item.events;
     {

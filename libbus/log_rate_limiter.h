@@ -24,7 +24,7 @@ class LogRateLimiter {
   explicit LogRateLimiter(Clock::duration interval = std::chrono::seconds(10)) : interval_(interval) {}
 
   struct Verdict {
-    bool log = false;             // write this occurrence's line
+    bool log = false;              // write this occurrence's line
     std::uint64_t suppressed = 0;  // with log: occurrences of this kind not logged since its previous line
   };
   Verdict admit(std::string_view kind, Clock::time_point now = Clock::now());

@@ -17,9 +17,9 @@ struct NatsAuth {
   std::string token;           // secret
   std::string tls_cert;        // client certificate (mutual TLS), with tls_key
   std::string tls_key;
-  std::string tls_ca;          // CA bundle that signs the server's certificate
-  bool tls_first = false;      // TLS before the server's INFO: not supported by libnats 3.4.1
-  std::string inbox_prefix;    // replies and pull consumers use <prefix>.<id> instead of _INBOX.<id>
+  std::string tls_ca;        // CA bundle that signs the server's certificate
+  bool tls_first = false;    // TLS before the server's INFO: not supported by libnats 3.4.1
+  std::string inbox_prefix;  // replies and pull consumers use <prefix>.<id> instead of _INBOX.<id>
 
   bool tls() const { return !tls_cert.empty() || !tls_key.empty() || !tls_ca.empty() || tls_first; }
 };

@@ -156,7 +156,8 @@ BusResult<Connection> Connection::connect(const ConnectionOptions& options) {
   const bool tls_url = std::any_of(urls.begin(), urls.end(), is_tls_url);
   if (auto applied = apply_auth(conn.opts_, options.auth, tls_url); !applied.ok()) return applied.error();
   if (!options.auth.inbox_prefix.empty()) {
-    if (natsStatus st = natsOptions_SetCustomInboxPrefix(conn.opts_, options.auth.inbox_prefix.c_str()); st != NATS_OK) {
+    if (natsStatus st = natsOptions_SetCustomInboxPrefix(conn.opts_, options.auth.inbox_prefix.c_str());
+        st != NATS_OK) {
       return nats_error(st, "inbox prefix " + options.auth.inbox_prefix);
     }
     conn.inbox_prefix_ = options.auth.inbox_prefix;
@@ -173,7 +174,8 @@ BusResult<Connection> Connection::connect(const ConnectionOptions& options) {
       {natsOptions_SetDisconnectedCB(conn.opts_, on_disconnected, nullptr), "natsOptions_SetDisconnectedCB"},
       {natsOptions_SetReconnectedCB(conn.opts_, on_reconnected, nullptr), "natsOptions_SetReconnectedCB"},
       {natsOptions_SetErrorHandler(conn.opts_, on_async_error,
-                                  options.log_async_errors ? nullptr : reinterpret_cast<void*>(1)), "natsOptions_SetErrorHandler"},
+                                   options.log_async_errors ? nullptr : reinterpret_cast<void*>(1)),
+       "natsOptions_SetErrorHandler"},
       {options.retry_on_failed_connect ? natsOptions_SetRetryOnFailedConnect(conn.opts_, true, nullptr, nullptr)
                                        : NATS_OK,
        "natsOptions_SetRetryOnFailedConnect"},
@@ -200,7 +202,9 @@ BusResult<Connection> Connection::connect(const ConnectionOptions& options) {
   return conn;
 }
 
-bool Connection::connected() const { return nc_ != nullptr && natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED; }
+bool Connection::connected() const {
+  return nc_ != nullptr && natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED;
+}
 
 bool Connection::closed() const { return nc_ != nullptr && natsConnection_IsClosed(nc_); }
 
@@ -222,7 +226,8 @@ BusStatus Connection::publish(Message& message) {
 BusResult<Message> Connection::request(std::string_view subject, std::string_view data, std::int64_t timeout_ms) {
   const std::string subj(subject);
   natsMsg* reply = nullptr;
-  natsStatus s = natsConnection_Request(&reply, nc_, subj.c_str(), data.data(), static_cast<int>(data.size()), timeout_ms);
+  natsStatus s =
+      natsConnection_Request(&reply, nc_, subj.c_str(), data.data(), static_cast<int>(data.size()), timeout_ms);
   if (s != NATS_OK) return nats_error(s, "request on " + subj);
   return Message(reply);
 }

@@ -59,9 +59,9 @@ struct StreamState {
 };
 
 struct ConsumerSpec {
-  std::string durable;          // no '.' allowed
-  std::string filter_subject;   // empty: the whole stream
-  bool ack_all = true;          // AckAll: acking sequence N acknowledges everything before it
+  std::string durable;               // no '.' allowed
+  std::string filter_subject;        // empty: the whole stream
+  bool ack_all = true;               // AckAll: acking sequence N acknowledges everything before it
   std::int64_t max_ack_pending = 0;  // 0: server default
   std::int64_t ack_wait_ms = 30000;
   std::uint64_t start_sequence = 0;  // 0: deliver all; else deliver from this stream sequence

@@ -83,9 +83,12 @@ std::uint64_t Message::stream_sequence() const {
     start = dot + 1;
   }
   std::string_view seq;
-  if (count == 9) seq = tokens[5];
-  else if (count == 11 || count == 12) seq = tokens[7];
-  else return 0;
+  if (count == 9)
+    seq = tokens[5];
+  else if (count == 11 || count == 12)
+    seq = tokens[7];
+  else
+    return 0;
   std::uint64_t value = 0;
   auto [ptr, ec] = std::from_chars(seq.data(), seq.data() + seq.size(), value);
   return ec == std::errc() && ptr == seq.data() + seq.size() ? value : 0;

@@ -21,7 +21,8 @@ std::uint16_t crc16(const std::uint8_t* data, std::size_t size) {
   for (std::size_t i = 0; i < size; ++i) {
     crc ^= static_cast<std::uint16_t>(data[i]) << 8;
     for (int bit = 0; bit < 8; ++bit) {
-      crc = (crc & 0x8000) != 0 ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021) : static_cast<std::uint16_t>(crc << 1);
+      crc =
+          (crc & 0x8000) != 0 ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021) : static_cast<std::uint16_t>(crc << 1);
     }
   }
   return crc;
@@ -49,9 +50,12 @@ std::optional<std::vector<std::uint8_t>> base32_decode(std::string_view in) {
   int bits = 0;
   for (char c : in) {
     int v;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    else if (c >= '2' && c <= '7') v = c - '2' + 26;
-    else return std::nullopt;
+    if (c >= 'A' && c <= 'Z')
+      v = c - 'A';
+    else if (c >= '2' && c <= '7')
+      v = c - '2' + 26;
+    else
+      return std::nullopt;
     buffer = (buffer << 5) | static_cast<std::uint32_t>(v);
     bits += 5;
     if (bits >= 8) {
@@ -84,7 +88,8 @@ bool decode_seed(std::string_view seed, DecodedSeed& out, NkeyError* error) {
     return false;
   };
   auto raw = base32_decode(seed);
-  if (!raw || raw->size() != 2 + 32 + 2) return fail("not an nkey seed (expected 58 base32 characters starting with 'S')");
+  if (!raw || raw->size() != 2 + 32 + 2)
+    return fail("not an nkey seed (expected 58 base32 characters starting with 'S')");
   const std::uint16_t crc = static_cast<std::uint16_t>((*raw)[34] | ((*raw)[35] << 8));
   const bool crc_ok = crc16(raw->data(), 34) == crc;
   const std::uint8_t b0 = (*raw)[0];

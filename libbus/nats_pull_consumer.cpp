@@ -34,10 +34,9 @@ BusResult<PullConsumer> PullConsumer::bind(Connection& conn, std::string_view st
 }
 
 BusStatus PullConsumer::send_request(int batch, std::int64_t expires_ms, bool no_wait) {
-  const std::string body = "{\"batch\":" + std::to_string(batch) +
-                           (no_wait ? std::string(",\"no_wait\":true")
-                                    : ",\"expires\":" + std::to_string(expires_ms * 1'000'000)) +
-                           "}";
+  const std::string body =
+      "{\"batch\":" + std::to_string(batch) +
+      (no_wait ? std::string(",\"no_wait\":true") : ",\"expires\":" + std::to_string(expires_ms * 1'000'000)) + "}";
   auto request = Message::create(next_subject_, body, inbox_);
   if (!request.ok()) return request.error();
   if (auto s = conn_->publish(request.value()); !s.ok()) return s;
@@ -77,8 +76,8 @@ BusResult<std::vector<Message>> PullConsumer::fetch(int batch, std::int64_t time
     // once (the rest of that request comes with the next fetch) while a backlog fills whole batches.
     const std::int64_t wait =
         out.empty() || no_wait_
-            ? std::min<std::int64_t>(left,
-                                     std::chrono::duration_cast<std::chrono::milliseconds>(request_over_ - now).count() + 1)
+            ? std::min<std::int64_t>(
+                  left, std::chrono::duration_cast<std::chrono::milliseconds>(request_over_ - now).count() + 1)
             : 0;
     auto next = sub_.next(wait);
     if (!next.ok()) {
@@ -104,8 +103,9 @@ BusResult<std::vector<Message>> PullConsumer::fetch(int batch, std::int64_t time
     if (code == "404" || code == "408") continue;
     const std::string description = msg.header("Description").value_or("");
     if (code == "409" && description.find("Deleted") == std::string::npos) continue;
-    BusError error{code == "503" ? NATS_NO_RESPONDERS : NATS_ERR,
-                   "pull request on " + next_subject_ + ": status " + code + (description.empty() ? "" : " " + description)};
+    BusError error{
+        code == "503" ? NATS_NO_RESPONDERS : NATS_ERR,
+        "pull request on " + next_subject_ + ": status " + code + (description.empty() ? "" : " " + description)};
     if (out.empty()) return error;
     break;
   }

@@ -44,16 +44,15 @@ void Subscription::on_complete(void* closure) {
 }
 
 BusResult<Subscription> Subscription::make_async(natsConnection* nc, std::string_view subject, std::string_view queue,
-                                                MessageHandler handler) {
+                                                 MessageHandler handler) {
   const std::string subj(subject);
   const std::string group(queue);
   Subscription sub;
   sub.state_ = std::make_shared<HandlerState>();
   sub.state_->handler = std::move(handler);
-  natsStatus s = group.empty()
-                     ? natsConnection_Subscribe(&sub.sub_, nc, subj.c_str(), &on_message, sub.state_.get())
-                     : natsConnection_QueueSubscribe(&sub.sub_, nc, subj.c_str(), group.c_str(), &on_message,
-                                                     sub.state_.get());
+  natsStatus s = group.empty() ? natsConnection_Subscribe(&sub.sub_, nc, subj.c_str(), &on_message, sub.state_.get())
+                               : natsConnection_QueueSubscribe(&sub.sub_, nc, subj.c_str(), group.c_str(), &on_message,
+                                                               sub.state_.get());
   if (s != NATS_OK) {
     sub.state_.reset();
     return nats_error(s, "subscribe to " + subj);
@@ -70,8 +69,7 @@ BusResult<Subscription> Subscription::make_async(natsConnection* nc, std::string
 }
 
 Subscription::Subscription(Subscription&& other) noexcept
-    : sub_(std::exchange(other.sub_, nullptr)),
-      state_(std::move(other.state_)) {}
+    : sub_(std::exchange(other.sub_, nullptr)), state_(std::move(other.state_)) {}
 
 Subscription& Subscription::operator=(Subscription&& other) noexcept {
   if (this != &other) {

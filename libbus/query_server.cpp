@@ -72,7 +72,8 @@ void QueryServer::on_scores(Message msg) {
     reply(msg, encode_error_reply({"bad_request", error.message()}));
   } else {
     const ScoreRequest& r = request.value();
-    reply(msg, encode_score_reply(make_score_reply(ctx_.indexer.find_matches(r.local_hashes, r.early_exit), ctx_.load.snapshot())));
+    reply(msg, encode_score_reply(
+                   make_score_reply(ctx_.indexer.find_matches(r.local_hashes, r.early_exit), ctx_.load.snapshot())));
   }
   counters_.query_latency->observe(std::chrono::duration<double>(Clock::now() - t0).count());
 }
@@ -85,7 +86,8 @@ void QueryServer::on_admin(Message msg) {
       reply(msg, stats_reply_());
     } else if (subject == ctx_.subjects.admin_workers()) {
       WorkersReply workers{ctx_.indexer.get_workers(), {}};
-      for (const auto& [stream, blocks] : ctx_.indexer.tree().stream_block_counts()) workers.streams.push_back({stream, blocks});
+      for (const auto& [stream, blocks] : ctx_.indexer.tree().stream_block_counts())
+        workers.streams.push_back({stream, blocks});
       reply(msg, encode_workers_reply(workers));
     } else if (subject == ctx_.subjects.admin_remove_worker()) {
       // NOTE: handled by on_remove_worker, on every replica (see start()); the queue group
@@ -114,8 +116,10 @@ void QueryServer::on_remove_worker(Message msg) {
       reply(msg, encode_error_reply({"bad_request", request.error().message()}));
     } else {
       const IndexerStatus status = ingest_.remove_worker(request.value());
-      if (status != IndexerStatus::ok) reply(msg, encode_error_reply({"unavailable", "indexer offline"}));
-      else reply(msg, encode_ok_reply());
+      if (status != IndexerStatus::ok)
+        reply(msg, encode_error_reply({"unavailable", "indexer offline"}));
+      else
+        reply(msg, encode_ok_reply());
     }
   } catch (const std::exception& e) {
     reply(msg, encode_error_reply({"internal", e.what()}));
@@ -173,8 +177,7 @@ void QueryServer::send_dump(const Message& request) {
     fail("internal", "dump failed after " + std::to_string(chunker.chunks()) + " chunk(s): " + s.error().message);
     return;
   }
-  if (auto s = send(encode_dump_end({chunker.lines(), chunker.chunks()}), kDumpEnd);
-      !s.ok()) {
+  if (auto s = send(encode_dump_end({chunker.lines(), chunker.chunks()}), kDumpEnd); !s.ok()) {
     counters_.reply_failures_total->inc();
     spdlog::warn("dump end marker could not be sent: {}", s.error().message);
   }
@@ -219,8 +222,10 @@ void QueryServer::on_request_lifecycle(Message msg) {
     const RequestLifecycle& m = message.value();
     switch (m.op) {
       case LifecycleOp::admit:
-        if (!worker) problem = "no worker id in subject";
-        else status = ctx_.load.admit({*worker, m.dp_rank}, m.request_id, m.block_hashes).status;
+        if (!worker)
+          problem = "no worker id in subject";
+        else
+          status = ctx_.load.admit({*worker, m.dp_rank}, m.request_id, m.block_hashes).status;
         break;
       case LifecycleOp::output: status = ctx_.load.append_output(m.request_id, m.block_hash); break;
       case LifecycleOp::fraction: status = ctx_.load.set_fraction(m.request_id, m.fraction); break;
@@ -243,7 +248,8 @@ void QueryServer::on_request_lifecycle(Message msg) {
 
 BusStatus QueryServer::start() {
   auto add = [&](const std::string& subject, void (QueryServer::*handler)(Message)) -> BusStatus {
-    auto sub = ctx_.query_conn.queue_subscribe(subject, kQueueGroup, [this, handler](Message m) { (this->*handler)(std::move(m)); });
+    auto sub = ctx_.query_conn.queue_subscribe(subject, kQueueGroup,
+                                               [this, handler](Message m) { (this->*handler)(std::move(m)); });
     if (!sub.ok()) return sub.error();
     subs_.push_back(std::move(sub).value());
     return {};
@@ -255,7 +261,7 @@ BusStatus QueryServer::start() {
   // blocks. (A removal record in the events stream would also reach replicas that are down now;
   // see service.h.)
   auto removal = ctx_.query_conn.subscribe(ctx_.subjects.admin_remove_worker(),
-                                      [this](Message m) { on_remove_worker(std::move(m)); });
+                                           [this](Message m) { on_remove_worker(std::move(m)); });
   if (!removal.ok()) return removal.error();
   subs_.push_back(std::move(removal).value());
   // NOTE: lifecycle messages update shared load state; every replica must see them, so they are
@@ -263,12 +269,12 @@ BusStatus QueryServer::start() {
   if (ctx_.config.approximate) {
     // NOTE: like events, decisions change every replica's index: a plain subscription.
     auto decisions = ctx_.query_conn.subscribe(ctx_.subjects.routing_decisions(),
-                                          [this](Message m) { on_routing_decision(std::move(m)); });
+                                               [this](Message m) { on_routing_decision(std::move(m)); });
     if (!decisions.ok()) return decisions.error();
     subs_.push_back(std::move(decisions).value());
   }
   auto lifecycle = ctx_.query_conn.subscribe(ctx_.subjects.requests_wildcard(),
-                                        [this](Message m) { on_request_lifecycle(std::move(m)); });
+                                             [this](Message m) { on_request_lifecycle(std::move(m)); });
   if (!lifecycle.ok()) return lifecycle.error();
   subs_.push_back(std::move(lifecycle).value());
   return ctx_.query_conn.flush();

@@ -3,8 +3,8 @@
 #include "libbus/service.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "libbus/ingest.h"
 #include "libbus/nats_url.h"
@@ -16,7 +16,10 @@ namespace kvidx::bus {
 
 struct KvidxService::Impl {
   explicit Impl(ServiceConfig c)
-      : ctx(std::move(c)), ingest(ctx), snapshots(ctx, ingest), queries(ctx, ingest, [this] { return stats_json().dump(); }) {
+      : ctx(std::move(c)),
+        ingest(ctx),
+        snapshots(ctx, ingest),
+        queries(ctx, ingest, [this] { return stats_json().dump(); }) {
     ctx.metrics.gauge_callback("kvidx_ready", "1 when the service is ready for traffic (/readyz)", {},
                                [this] { return readiness().ready ? 1.0 : 0.0; });
     register_indexer_gauges(ctx.metrics, ctx.indexer);
@@ -61,8 +64,9 @@ struct KvidxService::Impl {
     started = true;
     ingest.open_local();
     serving = true;
-    spdlog::info("kvidx serving: mode {}, {} lanes, prefix '{}', {}", config.mode == IngestMode::jetstream ? "jetstream" : "core",
-                 ctx.indexer.lane_count(), ctx.subjects.prefix(), redact_url(config.nats_url));
+    spdlog::info("kvidx serving: mode {}, {} lanes, prefix '{}', {}",
+                 config.mode == IngestMode::jetstream ? "jetstream" : "core", ctx.indexer.lane_count(),
+                 ctx.subjects.prefix(), redact_url(config.nats_url));
     return {};
   }
 
@@ -74,7 +78,7 @@ struct KvidxService::Impl {
     ctx.js.emplace(std::move(j).value());
     std::vector<std::string> stream_subjects{ctx.subjects.events_wildcard()};
     stream_subjects.insert(stream_subjects.end(), config.extra_subjects.begin(), config.extra_subjects.end());
-    const StreamSpec events_stream{config.stream, stream_subjects, true, 0, config.stream_max_age.count(),
+    const StreamSpec events_stream{config.stream,          stream_subjects, true, 0, config.stream_max_age.count(),
                                    config.stream_max_bytes};
     if (auto s = ctx.js->ensure_stream(events_stream); !s.ok()) return s.error();
     if (auto s = snapshots.open(); !s.ok()) return s;
@@ -108,7 +112,8 @@ struct KvidxService::Impl {
     ctx.js.reset();
     ctx.healthy = false;
     for (const auto& [kind, count] : ctx.warnings.take_suppressed()) {
-      spdlog::warn("{} more '{}' warning(s) were not logged since the previous such line (see the counters)", count, kind);
+      spdlog::warn("{} more '{}' warning(s) were not logged since the previous such line (see the counters)", count,
+                   kind);
     }
   }
 

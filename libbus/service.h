@@ -36,10 +36,10 @@
 #include <string>
 #include <vector>
 
-#include "libcodec/event_codec.h"
-#include "libcodec/query_codec.h"
 #include "libbus/bus_error.h"
 #include "libbus/nats_auth.h"
+#include "libcodec/event_codec.h"
+#include "libcodec/query_codec.h"
 #include "libindexer/lanes/prune_config.h"
 
 namespace kvidx {
@@ -83,7 +83,7 @@ struct ServiceConfig {
   std::size_t max_inflight_events = 1u << 17;
   bool clear_on_gap = false;  // re-sync: clear a stream's blocks when a gap is seen
   bool serve_queries = true;
-  DecodeLimits limits;        // event messages: bytes, blocks per event, batch size, nesting
+  DecodeLimits limits;       // event messages: bytes, blocks per event, batch size, nesting
   QueryLimits query_limits;  // kv.query.scores requests: bytes, hashes (query length), nesting
   // Distinct (worker, rank) streams (0: unlimited). An event message that would add streams past
   // it is dead-lettered whole ("stream limit reached: ..."); a removed worker frees its streams'
@@ -97,27 +97,27 @@ struct ServiceConfig {
 
 // Counters since start (also exported as Prometheus metrics).
 struct ServiceStats {
-  std::uint64_t messages = 0;          // event messages received
-  std::uint64_t events_applied = 0;    // handed to lanes
+  std::uint64_t messages = 0;        // event messages received
+  std::uint64_t events_applied = 0;  // handed to lanes
   std::uint64_t duplicates = 0;
   std::uint64_t gaps = 0;
   std::uint64_t missing_events = 0;
   std::uint64_t resets = 0;
-  std::uint64_t dead_letters = 0;            // published on the dead-letter subject
-  std::uint64_t dead_letters_truncated = 0;  // of those, body cut to fit the server's max_payload
-  std::uint64_t dead_letter_failures = 0;    // rejected messages whose dead letter could not be published
-  std::uint64_t stream_limit_rejections = 0; // event messages refused by max_streams (also dead letters)
-  std::uint64_t queries_rejected = 0;        // score queries answered with bad_request
-  std::uint64_t dispatched_sequence = 0;  // JetStream: last stream sequence handed to lanes
-  std::uint64_t acked_sequence = 0;       // JetStream: last stream sequence acknowledged (applied)
+  std::uint64_t dead_letters = 0;             // published on the dead-letter subject
+  std::uint64_t dead_letters_truncated = 0;   // of those, body cut to fit the server's max_payload
+  std::uint64_t dead_letter_failures = 0;     // rejected messages whose dead letter could not be published
+  std::uint64_t stream_limit_rejections = 0;  // event messages refused by max_streams (also dead letters)
+  std::uint64_t queries_rejected = 0;         // score queries answered with bad_request
+  std::uint64_t dispatched_sequence = 0;      // JetStream: last stream sequence handed to lanes
+  std::uint64_t acked_sequence = 0;           // JetStream: last stream sequence acknowledged (applied)
   std::uint64_t snapshots_written = 0;
-  std::uint64_t snapshot_failures = 0;    // snapshot writes that failed (periodic, on demand, final)
-  std::uint64_t restored_sequence = 0;    // snapshot sequence restored at start (0: none)
+  std::uint64_t snapshot_failures = 0;  // snapshot writes that failed (periodic, on demand, final)
+  std::uint64_t restored_sequence = 0;  // snapshot sequence restored at start (0: none)
   // Messages of the events stream this replica needed but retention had already discarded at
   // start (stream first sequence - restored sequence - 1, when positive).
   std::uint64_t history_trimmed = 0;
-  std::int64_t core_dropped = 0;          // core mode: messages the client dropped
-  std::uint64_t local_batches = 0;        // batches from in-process sources (ingest_local_events)
+  std::int64_t core_dropped = 0;    // core mode: messages the client dropped
+  std::uint64_t local_batches = 0;  // batches from in-process sources (ingest_local_events)
 };
 
 // Whether the service can take traffic (/readyz): the newest snapshot is restored, the consumer has
@@ -126,7 +126,7 @@ struct ServiceStats {
 // separate: a service catching up or with failing snapshots is alive.
 struct Readiness {
   bool ready = false;
-  std::string reason;           // why not, one line (empty when ready)
+  std::string reason;  // why not, one line (empty when ready)
   bool snapshot_stale = false;
 };
 

@@ -32,8 +32,8 @@ ServiceCounters::ServiceCounters(MetricsRegistry& metrics) {
                                                "Rejected messages whose dead letter could not be published",
                                                {{"reason", failure_reasons[r]}});
   }
-  stream_limit_rejections = &metrics.counter(
-      "kvidx_stream_limit_rejections_total", "Event messages dead-lettered because they would exceed --max-streams");
+  stream_limit_rejections = &metrics.counter("kvidx_stream_limit_rejections_total",
+                                             "Event messages dead-lettered because they would exceed --max-streams");
   for (std::size_t k = 0; k < kCodecErrorKinds; ++k) {
     queries_rejected[k] = &metrics.counter("kvidx_queries_rejected_total", "Score queries answered with bad_request",
                                            {{"reason", std::string(to_string(static_cast<CodecErrorKind>(k)))}});
@@ -53,19 +53,20 @@ ServiceCounters::ServiceCounters(MetricsRegistry& metrics) {
   local_batches_total =
       &metrics.counter("kvidx_local_event_batches_total", "Event batches from in-process sources (ZMQ bridges)");
   lifecycle_total = &metrics.counter("kvidx_request_lifecycle_total", "Request lifecycle messages applied");
-  lifecycle_rejected = &metrics.counter("kvidx_request_lifecycle_rejected_total", "Request lifecycle messages rejected");
-  query_latency = &metrics.histogram("kvidx_query_duration_seconds", "Query handling latency", latency_buckets_seconds(),
-                                     {{"subject", "scores"}});
-  admin_latency = &metrics.histogram("kvidx_query_duration_seconds", "Query handling latency", latency_buckets_seconds(),
-                                     {{"subject", "admin"}});
+  lifecycle_rejected =
+      &metrics.counter("kvidx_request_lifecycle_rejected_total", "Request lifecycle messages rejected");
+  query_latency = &metrics.histogram("kvidx_query_duration_seconds", "Query handling latency",
+                                     latency_buckets_seconds(), {{"subject", "scores"}});
+  admin_latency = &metrics.histogram("kvidx_query_duration_seconds", "Query handling latency",
+                                     latency_buckets_seconds(), {{"subject", "admin"}});
 }
 
 void register_indexer_gauges(MetricsRegistry& metrics, const LaneIndexer& indexer) {
   const LaneIndexer* ix = &indexer;
   metrics.gauge_callback("kvidx_lanes", "Lane threads", {}, [ix] { return static_cast<double>(ix->lane_count()); });
   for (std::size_t lane = 0; lane < indexer.lane_count(); ++lane) {
-    metrics.gauge_callback("kvidx_lane_queue_depth", "Tasks waiting in a lane's queue", {{"lane", std::to_string(lane)}},
-                           [ix, lane] {
+    metrics.gauge_callback("kvidx_lane_queue_depth", "Tasks waiting in a lane's queue",
+                           {{"lane", std::to_string(lane)}}, [ix, lane] {
                              const auto depths = ix->metrics().lane_queue_depths;
                              return lane < depths.size() ? static_cast<double>(depths[lane]) : 0.0;
                            });

@@ -27,10 +27,10 @@ struct ServiceCounters {
   Counter* gaps_total = nullptr;
   Counter* missing_total = nullptr;
   Counter* resets_total = nullptr;
-  Counter* dead_letters_total = nullptr;            // published
-  Counter* dead_letters_truncated = nullptr;        // of those, body cut to fit max_payload
-  Counter* dead_letter_failures[2] = {};            // by DeadLetterFailure: not published
-  Counter* stream_limit_rejections = nullptr;       // event messages refused by max_streams
+  Counter* dead_letters_total = nullptr;             // published
+  Counter* dead_letters_truncated = nullptr;         // of those, body cut to fit max_payload
+  Counter* dead_letter_failures[2] = {};             // by DeadLetterFailure: not published
+  Counter* stream_limit_rejections = nullptr;        // event messages refused by max_streams
   Counter* queries_rejected[kCodecErrorKinds] = {};  // by CodecErrorKind
   Counter* snapshots_total = nullptr;
   Counter* consumer_resets_total = nullptr;

@@ -1,14 +1,14 @@
 #include "libbus/snapshot_store.h"
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <random>
 #include <string_view>
 
-#include "libcodec/event_codec.h"
 #include "libbus/event_chunks.h"
+#include "libcodec/event_codec.h"
 
 namespace kvidx::bus {
 namespace {
@@ -138,8 +138,8 @@ BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_latest() {
     expected_events = commit.at("events").get<std::size_t>();
     expected_chunked_marks = commit.value("watermarks_in_chunks", std::size_t{0});
     for (const Json& mark : commit.at("watermarks")) {
-      snapshot.watermarks.emplace_back(
-          WorkerWithDpRank{mark.at(0).get<WorkerId>(), mark.at(1).get<DpRank>()}, mark.at(2).get<std::uint64_t>());
+      snapshot.watermarks.emplace_back(WorkerWithDpRank{mark.at(0).get<WorkerId>(), mark.at(1).get<DpRank>()},
+                                       mark.at(2).get<std::uint64_t>());
     }
   } catch (const std::exception& e) {
     return format_error(std::string("bad commit record: ") + e.what());
@@ -167,7 +167,8 @@ BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_latest() {
         continue;
       }
       auto event = decode_router_event(line);
-      if (!event.ok()) return format_error("bad event in chunk " + std::to_string(seq) + ": " + event.error().message());
+      if (!event.ok())
+        return format_error("bad event in chunk " + std::to_string(seq) + ": " + event.error().message());
       snapshot.events.push_back(std::move(event).value());
     }
   }

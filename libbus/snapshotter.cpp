@@ -51,14 +51,13 @@ BusResult<SnapshotWritten> Snapshotter::write_locked() {
   if (!ingest_.capture(snap)) return BusError{NATS_ERR, "indexer offline: no snapshot"};
   auto written = store_->write(snap);
   if (!written.ok()) return written.error();
-  spdlog::info("snapshot written: {} events in {} chunk(s){}, stream sequence {}", snap.events.size(),
-               written.value().chunks,
-               written.value().split_events == 0
-                   ? std::string()
-                   : " (" + std::to_string(written.value().split_events) + " long edge(s) split over " +
-                         std::to_string(written.value().lines - snap.events.size() + written.value().split_events) +
-                         " events)",
-               snap.stream_sequence);
+  spdlog::info(
+      "snapshot written: {} events in {} chunk(s){}, stream sequence {}", snap.events.size(), written.value().chunks,
+      written.value().split_events == 0
+          ? std::string()
+          : " (" + std::to_string(written.value().split_events) + " long edge(s) split over " +
+                std::to_string(written.value().lines - snap.events.size() + written.value().split_events) + " events)",
+      snap.stream_sequence);
   return written;
 }
 
@@ -83,9 +82,10 @@ void Snapshotter::note_outcome(const BusResult<SnapshotWritten>& written) {
   if (!failing_) {
     failing_ = true;
     failing_since_ = now;
-    spdlog::error("snapshot failed: {} (retried every interval; failures are counted in "
-                  "kvidx_snapshot_failures_total, the recovery is logged)",
-                  last_error_);
+    spdlog::error(
+        "snapshot failed: {} (retried every interval; failures are counted in "
+        "kvidx_snapshot_failures_total, the recovery is logged)",
+        last_error_);
   }
 }
 
@@ -130,9 +130,10 @@ void Snapshotter::timer_loop() {
     if (now_stale != stale_logged_) {
       stale_logged_ = now_stale;
       if (now_stale) {
-        spdlog::error("snapshot stale: the newest good snapshot is {:.1f} s old (bound {:.1f} s): not ready until "
-                      "one is written",
-                      age_seconds(), stale_bound().count() / 1000.0);
+        spdlog::error(
+            "snapshot stale: the newest good snapshot is {:.1f} s old (bound {:.1f} s): not ready until "
+            "one is written",
+            age_seconds(), stale_bound().count() / 1000.0);
       } else {
         spdlog::info("snapshot no longer stale: ready again (if otherwise ready)");
       }

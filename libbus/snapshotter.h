@@ -52,9 +52,9 @@ class Snapshotter {
   std::thread timer_thread_;
   std::mutex timer_mutex_;
   std::condition_variable timer_cv_;
-  bool stopped_ = false;         // guarded by timer_mutex_
-  bool stale_logged_ = false;    // guarded by timer_mutex_ (timer_loop only)
-  std::mutex write_mutex_;       // one snapshot at a time
+  bool stopped_ = false;       // guarded by timer_mutex_
+  bool stale_logged_ = false;  // guarded by timer_mutex_ (timer_loop only)
+  std::mutex write_mutex_;     // one snapshot at a time
   // NOTE: written by whichever thread wrote a snapshot (timer, snapshot_now, stop) under
   // write_mutex_; read by scrapes and stats through the atomic only.
   std::atomic<Clock::rep> last_good_{Clock::now().time_since_epoch().count()};

@@ -28,9 +28,11 @@ KvCacheStoreData read_stored(const Json& body, const std::string& path, const De
   }
   const std::string blocks_path = join(path, "blocks");
   const Json& blocks = require(body, "blocks", path);
-  if (!blocks.is_array()) fail(Kind::wrong_type, blocks_path, fmt::format("expected an array, got {}", type_name(blocks)));
+  if (!blocks.is_array())
+    fail(Kind::wrong_type, blocks_path, fmt::format("expected an array, got {}", type_name(blocks)));
   if (blocks.size() > limits.max_blocks_per_event) {
-    fail(Kind::limit, blocks_path, fmt::format("{} blocks exceed the limit of {} per event", blocks.size(), limits.max_blocks_per_event));
+    fail(Kind::limit, blocks_path,
+         fmt::format("{} blocks exceed the limit of {} per event", blocks.size(), limits.max_blocks_per_event));
   }
   data.blocks.reserve(blocks.size());
   for (std::size_t i = 0; i < blocks.size(); ++i) {
@@ -38,10 +40,14 @@ KvCacheStoreData read_stored(const Json& body, const std::string& path, const De
     const std::string block_path = join(blocks_path, i);
     require_object(block, block_path);
     StoredBlock out;
-    out.block_hash = ExternalSequenceBlockHash{read_u64(require(block, "block_hash", block_path), join(block_path, "block_hash"))};
-    out.tokens_hash = LocalBlockHash{read_u64(require(block, "tokens_hash", block_path), join(block_path, "tokens_hash"))};
+    out.block_hash =
+        ExternalSequenceBlockHash{read_u64(require(block, "block_hash", block_path), join(block_path, "block_hash"))};
+    out.tokens_hash =
+        LocalBlockHash{read_u64(require(block, "tokens_hash", block_path), join(block_path, "tokens_hash"))};
     if (const Json* mm = find(block, "mm_extra_info"); mm != nullptr && !mm->is_null()) {
-      if (!mm->is_object()) fail(Kind::wrong_type, join(block_path, "mm_extra_info"), fmt::format("expected an object or null, got {}", type_name(*mm)));
+      if (!mm->is_object())
+        fail(Kind::wrong_type, join(block_path, "mm_extra_info"),
+             fmt::format("expected an object or null, got {}", type_name(*mm)));
       out.mm_extra_info = mm->dump();
     }
     data.blocks.push_back(std::move(out));
@@ -53,9 +59,11 @@ KvCacheRemoveData read_removed(const Json& body, const std::string& path, const 
   require_object(body, path);
   const std::string hashes_path = join(path, "block_hashes");
   const Json& hashes = require(body, "block_hashes", path);
-  if (!hashes.is_array()) fail(Kind::wrong_type, hashes_path, fmt::format("expected an array, got {}", type_name(hashes)));
+  if (!hashes.is_array())
+    fail(Kind::wrong_type, hashes_path, fmt::format("expected an array, got {}", type_name(hashes)));
   if (hashes.size() > limits.max_blocks_per_event) {
-    fail(Kind::limit, hashes_path, fmt::format("{} hashes exceed the limit of {} per event", hashes.size(), limits.max_blocks_per_event));
+    fail(Kind::limit, hashes_path,
+         fmt::format("{} hashes exceed the limit of {} per event", hashes.size(), limits.max_blocks_per_event));
   }
   KvCacheRemoveData data;
   data.block_hashes.reserve(hashes.size());
@@ -73,8 +81,10 @@ KvCacheEventData read_data(const Json& data, const std::string& path, const Deco
     fail(Kind::invalid_value, path,
          fmt::format("unknown variant '{}' (expected stored, removed or cleared)", untrusted_excerpt(name)));
   }
-  if (!data.is_object()) fail(Kind::wrong_type, path, fmt::format("expected an object or \"cleared\", got {}", type_name(data)));
-  if (data.size() != 1) fail(Kind::invalid_value, path, fmt::format("expected exactly one variant key, got {}", data.size()));
+  if (!data.is_object())
+    fail(Kind::wrong_type, path, fmt::format("expected an object or \"cleared\", got {}", type_name(data)));
+  if (data.size() != 1)
+    fail(Kind::invalid_value, path, fmt::format("expected exactly one variant key, got {}", data.size()));
   const auto variant = data.begin();
   const std::string& name = variant.key();
   const Json& body = variant.value();
@@ -88,7 +98,7 @@ KvCacheEventData read_data(const Json& data, const std::string& path, const Deco
     return KvCacheClearData{};
   }
   fail(Kind::invalid_value, path,
-         fmt::format("unknown variant '{}' (expected stored, removed or cleared)", untrusted_excerpt(name)));
+       fmt::format("unknown variant '{}' (expected stored, removed or cleared)", untrusted_excerpt(name)));
 }
 
 RouterEvent read_router_event(const Json& root, const std::string& path, const DecodeLimits& limits) {
@@ -113,7 +123,6 @@ RouterEvent read_router_event(const Json& root, const std::string& path, const D
   event.event.data = read_data(require(body, "data", inner), join(inner, "data"), limits);
   return event;
 }
-
 
 void append_u64(std::string& out, std::uint64_t value) {
   char buf[24];
@@ -159,7 +168,8 @@ Decoded<std::vector<RouterEvent>> decode_router_events_dom(std::string_view json
       return events;
     }
     if (root.size() > limits.max_events_per_batch) {
-      fail(Kind::limit, "", fmt::format("batch of {} events exceeds the limit of {}", root.size(), limits.max_events_per_batch));
+      fail(Kind::limit, "",
+           fmt::format("batch of {} events exceeds the limit of {}", root.size(), limits.max_events_per_batch));
     }
     events.reserve(root.size());
     for (std::size_t i = 0; i < root.size(); ++i) events.push_back(read_router_event(root[i], join("", i), limits));
@@ -180,8 +190,10 @@ void append_router_event(std::string& out, const RouterEvent& event) {
   out += R"(,"data":)";
   if (const auto* stored = std::get_if<KvCacheStoreData>(&event.event.data)) {
     out += R"({"stored":{"parent_hash":)";
-    if (stored->parent_hash) append_u64(out, stored->parent_hash->value);
-    else out += "null";
+    if (stored->parent_hash)
+      append_u64(out, stored->parent_hash->value);
+    else
+      out += "null";
     if (stored->start_position) {
       out += R"(,"start_position":)";
       append_u64(out, *stored->start_position);

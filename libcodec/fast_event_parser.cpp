@@ -107,7 +107,8 @@ class Parser {
     const char* start = p_++;
     if (value != 0) {
       // 19 digits always fit; the 20th is checked; a 21st is always out of range.
-      while (p_ != end_ && is_digit(*p_) && p_ - start < 19) value = value * 10 + static_cast<std::uint64_t>(*p_++ - '0');
+      while (p_ != end_ && is_digit(*p_) && p_ - start < 19)
+        value = value * 10 + static_cast<std::uint64_t>(*p_++ - '0');
       if (p_ != end_ && is_digit(*p_)) {
         if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
             __builtin_add_overflow(value, static_cast<std::uint64_t>(*p_ - '0'), &value)) {
@@ -135,8 +136,10 @@ class Parser {
     if (p_ != end_ && *p_ == '-') ++p_;
     if (p_ == end_ || !is_digit(*p_)) return false;
     const char* digits = p_;
-    if (*p_ == '0') ++p_;
-    else while (p_ != end_ && is_digit(*p_)) ++p_;
+    if (*p_ == '0')
+      ++p_;
+    else
+      while (p_ != end_ && is_digit(*p_)) ++p_;
     int_digits = static_cast<std::size_t>(p_ - digits);
     integer = true;
     if (p_ != end_ && *p_ == '.') {
@@ -188,7 +191,14 @@ class Parser {
       if (c != '\\') continue;
       if (p_ == end_) return false;
       switch (*p_++) {
-        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't': break;
+        case '"':
+        case '\\':
+        case '/':
+        case 'b':
+        case 'f':
+        case 'n':
+        case 'r':
+        case 't': break;
         case 'u': {
           unsigned unit = 0;
           if (!hex4(unit)) return false;

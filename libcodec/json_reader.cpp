@@ -41,16 +41,21 @@ std::size_t nesting_depth(std::string_view text, std::size_t limit) {
   bool escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       if (++depth > deepest) deepest = depth;
       if (deepest > limit) return deepest;
-    } else if ((c == ']' || c == '}') && depth > 0) --depth;
+    } else if ((c == ']' || c == '}') && depth > 0)
+      --depth;
   }
   return deepest;
 }
@@ -74,17 +79,22 @@ std::size_t top_level_value_end(std::string_view text) {
     for (; i < text.size(); ++i) {
       const char c = text[i];
       if (in_string) {
-        if (escaped) escaped = false;
-        else if (c == '\\') escaped = true;
+        if (escaped)
+          escaped = false;
+        else if (c == '\\')
+          escaped = true;
         else if (c == '"') {
           in_string = false;
           if (depth == 0) return i + 1;  // a top-level string
         }
         continue;
       }
-      if (c == '"') in_string = true;
-      else if (c == '{' || c == '[') ++depth;
-      else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+      if (c == '"')
+        in_string = true;
+      else if (c == '{' || c == '[')
+        ++depth;
+      else if ((c == '}' || c == ']') && --depth == 0)
+        return i + 1;
     }
     return text.size();  // unterminated: the parser says what is missing
   }
@@ -151,21 +161,24 @@ const Json& require(const Json& object, std::string_view key, std::string_view p
 }
 
 void require_object(const Json& value, std::string_view path) {
-  if (!value.is_object()) fail(Kind::wrong_type, std::string(path), fmt::format("expected an object, got {}", type_name(value)));
+  if (!value.is_object())
+    fail(Kind::wrong_type, std::string(path), fmt::format("expected an object, got {}", type_name(value)));
 }
 
 std::uint64_t read_u64(const Json& value, std::string_view path) {
   // NOTE: nlohmann keeps non-negative integers up to 2^64-1 exact as number_unsigned; anything
   // negative, fractional or larger arrives as another type and is rejected here.
   if (!value.is_number_unsigned()) {
-    fail(Kind::wrong_type, std::string(path), fmt::format("expected an unsigned 64-bit integer, got {}", type_name(value)));
+    fail(Kind::wrong_type, std::string(path),
+         fmt::format("expected an unsigned 64-bit integer, got {}", type_name(value)));
   }
   return value.get<std::uint64_t>();
 }
 
 std::uint32_t read_u32(const Json& value, std::string_view path) {
   if (!value.is_number_unsigned()) {
-    fail(Kind::wrong_type, std::string(path), fmt::format("expected an unsigned 32-bit integer, got {}", type_name(value)));
+    fail(Kind::wrong_type, std::string(path),
+         fmt::format("expected an unsigned 32-bit integer, got {}", type_name(value)));
   }
   const auto wide = value.get<std::uint64_t>();
   if (wide > std::numeric_limits<std::uint32_t>::max()) {
@@ -175,7 +188,8 @@ std::uint32_t read_u32(const Json& value, std::string_view path) {
 }
 
 std::string read_string(const Json& value, std::string_view path) {
-  if (!value.is_string()) fail(Kind::wrong_type, std::string(path), fmt::format("expected a string, got {}", type_name(value)));
+  if (!value.is_string())
+    fail(Kind::wrong_type, std::string(path), fmt::format("expected a string, got {}", type_name(value)));
   return value.get<std::string>();
 }
 

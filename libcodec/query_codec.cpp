@@ -12,7 +12,6 @@ namespace {
 
 using namespace json_reader;
 
-
 const Json& require_array(const Json& object, std::string_view key, std::string_view path, std::size_t max) {
   const Json& value = require(object, key, path);
   const std::string field = join(path, key);
@@ -62,7 +61,8 @@ Decoded<ScoreRequest> decode_score_request(std::string_view json, const QueryLim
     const bool has_tokens = root.contains("token_ids");
     if (has_hashes == has_tokens) fail(Kind::invalid_value, "", "expected exactly one of local_hashes or token_ids");
     if (const Json* early = find(root, "early_exit"); early != nullptr && !early->is_null()) {
-      if (!early->is_boolean()) fail(Kind::wrong_type, "early_exit", fmt::format("expected a boolean, got {}", type_name(*early)));
+      if (!early->is_boolean())
+        fail(Kind::wrong_type, "early_exit", fmt::format("expected a boolean, got {}", type_name(*early)));
       request.early_exit = early->get<bool>();
     }
     if (has_hashes) {
@@ -82,7 +82,8 @@ Decoded<ScoreRequest> decode_score_request(std::string_view json, const QueryLim
     }
     bool eagle = false;
     if (const Json* flag = find(root, "eagle"); flag != nullptr && !flag->is_null()) {
-      if (!flag->is_boolean()) fail(Kind::wrong_type, "eagle", fmt::format("expected a boolean, got {}", type_name(*flag)));
+      if (!flag->is_boolean())
+        fail(Kind::wrong_type, "eagle", fmt::format("expected a boolean, got {}", type_name(*flag)));
       eagle = flag->get<bool>();
     }
     std::vector<std::uint32_t> ids;
@@ -125,7 +126,8 @@ ScoreReply make_score_reply(const OverlapScores& scores, const StreamLoads& load
     std::vector<WorkerBlocks> active;
     active.reserve(loads.size());
     for (const auto& [stream, blocks] : loads) active.push_back(WorkerBlocks{stream, blocks});
-    std::sort(active.begin(), active.end(), [](const WorkerBlocks& a, const WorkerBlocks& b) { return a.worker < b.worker; });
+    std::sort(active.begin(), active.end(),
+              [](const WorkerBlocks& a, const WorkerBlocks& b) { return a.worker < b.worker; });
     reply.active_blocks = std::move(active);
   }
   return reply;
@@ -149,8 +151,9 @@ Decoded<ScoreReply> decode_score_reply(std::string_view json, const QueryLimits&
     require_object(root, "");
     if (const Json* error = find(root, "error"); error != nullptr) {
       const auto decoded = decode_error_reply(json);
-      fail(Kind::invalid_value, "error",
-           decoded ? untrusted_excerpt(decoded->code + ": " + decoded->message, kReasonBytes) : "malformed error reply");
+      fail(
+          Kind::invalid_value, "error",
+          decoded ? untrusted_excerpt(decoded->code + ": " + decoded->message, kReasonBytes) : "malformed error reply");
     }
     ScoreReply reply;
     const Json& scores = require_array(root, "scores", "", limits.max_hashes);
@@ -174,8 +177,8 @@ Decoded<ScoreReply> decode_score_reply(std::string_view json, const QueryLimits&
 }
 
 std::string encode_error_reply(const ErrorReply& error) {
-  return Json{{"error", {{"code", error.code}, {"message", error.message}}}}.dump(
-      -1, ' ', false, Json::error_handler_t::replace);
+  return Json{{"error", {{"code", error.code}, {"message", error.message}}}}.dump(-1, ' ', false,
+                                                                                  Json::error_handler_t::replace);
 }
 
 std::string encode_ok_reply() { return R"({"ok":true})"; }

@@ -51,7 +51,7 @@ struct WorkerBlocks {
 };
 
 struct ScoreReply {
-  std::vector<WorkerScore> scores;    // sorted by (worker_id, dp_rank)
+  std::vector<WorkerScore> scores;  // sorted by (worker_id, dp_rank)
   std::vector<std::size_t> frequencies;
   std::vector<WorkerBlocks> tree_sizes;  // sorted by (worker_id, dp_rank)
   std::optional<std::vector<WorkerBlocks>> active_blocks;

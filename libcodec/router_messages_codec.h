@@ -38,10 +38,10 @@ enum class LifecycleOp : std::uint8_t { admit, output, fraction, finish };
 struct RequestLifecycle {
   LifecycleOp op = LifecycleOp::finish;
   std::string request_id;
-  DpRank dp_rank = 0;                                      // admit
-  std::vector<ExternalSequenceBlockHash> block_hashes;     // admit
-  ExternalSequenceBlockHash block_hash{0};                 // output
-  double fraction = 0;                                     // fraction
+  DpRank dp_rank = 0;                                   // admit
+  std::vector<ExternalSequenceBlockHash> block_hashes;  // admit
+  ExternalSequenceBlockHash block_hash{0};              // output
+  double fraction = 0;                                  // fraction
   friend bool operator==(const RequestLifecycle&, const RequestLifecycle&) = default;
 };
 

@@ -10,9 +10,18 @@ namespace {
 // The rendering of one byte: itself, or a 2- or 4-character escape.
 std::size_t escaped(unsigned char c, char (&out)[4]) {
   switch (c) {
-    case '\n': out[0] = '\\'; out[1] = 'n'; return 2;
-    case '\r': out[0] = '\\'; out[1] = 'r'; return 2;
-    case '\t': out[0] = '\\'; out[1] = 't'; return 2;
+    case '\n':
+      out[0] = '\\';
+      out[1] = 'n';
+      return 2;
+    case '\r':
+      out[0] = '\\';
+      out[1] = 'r';
+      return 2;
+    case '\t':
+      out[0] = '\\';
+      out[1] = 't';
+      return 2;
     default: break;
   }
   if (c >= 0x20 && c <= 0x7e) {

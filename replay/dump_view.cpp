@@ -57,7 +57,8 @@ void for_each_edge(const Node& root, F&& on_edge) {
     }
     on_edge(depth, run);
     const Node* tail = run.back();
-    for (auto it = tail->children.rbegin(); it != tail->children.rend(); ++it) stack.emplace_back(it->second.get(), depth + 1);
+    for (auto it = tail->children.rbegin(); it != tail->children.rend(); ++it)
+      stack.emplace_back(it->second.get(), depth + 1);
   }
 }
 

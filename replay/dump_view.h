@@ -19,7 +19,7 @@ struct DumpSummary {
   std::size_t streams = 0;  // (worker, rank)s holding blocks
   std::size_t blocks = 0;   // (stream, block) holdings
   std::size_t distinct_blocks = 0;
-  std::size_t edges = 0;    // edges of the compressed view
+  std::size_t edges = 0;                                     // edges of the compressed view
   std::map<std::size_t, std::size_t> edge_length_histogram;  // length → edges
 };
 

@@ -62,8 +62,7 @@ class GzInput {
 
 }  // namespace
 
-std::string for_each_line(const std::string& path,
-                          const std::function<bool(std::uint64_t, std::string_view)>& on_line,
+std::string for_each_line(const std::string& path, const std::function<bool(std::uint64_t, std::string_view)>& on_line,
                           std::uint64_t* bytes_read, ReadPosition* position) {
   GzInput input(path);
   if (!input.is_open()) return fmt::format("{}: cannot open: {}", path, std::strerror(errno));

@@ -22,16 +22,16 @@ struct BadLine {
 
 // What to do with a line that does not decode.
 enum class BadLinePolicy {
-  skip,   // count it, keep the first few reasons, go on
-  stop,   // stop reading; the error is reported as "file:line: reason"
+  skip,  // count it, keep the first few reasons, go on
+  stop,  // stop reading; the error is reported as "file:line: reason"
 };
 
 struct EventLogReadStats {
-  std::uint64_t lines = 0;       // non-blank lines seen
-  std::uint64_t events = 0;      // events handed to the callback
+  std::uint64_t lines = 0;   // non-blank lines seen
+  std::uint64_t events = 0;  // events handed to the callback
   std::uint64_t bad_lines = 0;
   std::vector<BadLine> first_bad_lines;  // at most kMaxReportedBadLines
-  std::uint64_t bytes = 0;       // decompressed bytes read
+  std::uint64_t bytes = 0;               // decompressed bytes read
   static constexpr std::size_t kMaxReportedBadLines = 5;
 };
 
@@ -68,8 +68,7 @@ EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy,
 // Reads any JSON Lines file line by line (plain or gzip, "-" for stdin). `on_line` gets the line
 // number (1-based) and the text without its newline; returning false stops reading.
 // Returns an error line, or empty on success.
-std::string for_each_line(const std::string& path,
-                          const std::function<bool(std::uint64_t, std::string_view)>& on_line,
+std::string for_each_line(const std::string& path, const std::function<bool(std::uint64_t, std::string_view)>& on_line,
                           std::uint64_t* bytes_read = nullptr, ReadPosition* position = nullptr);
 
 // Checks, without opening it (a FIFO would block), that `path` names something a read can start

@@ -72,12 +72,16 @@ EventLogWriter::EventLogWriter(const std::string& path) : path_(path) {
     sink_ = std::make_unique<PlainSink>(stdout, false);
   } else if (ends_with(path, ".gz")) {
     gzFile file = gzopen(path.c_str(), "wb6");
-    if (file == nullptr) error_ = fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno));
-    else sink_ = std::make_unique<GzipSink>(file);
+    if (file == nullptr)
+      error_ = fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno));
+    else
+      sink_ = std::make_unique<GzipSink>(file);
   } else {
     std::FILE* file = std::fopen(path.c_str(), "wb");
-    if (file == nullptr) error_ = fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno));
-    else sink_ = std::make_unique<PlainSink>(file, true);
+    if (file == nullptr)
+      error_ = fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno));
+    else
+      sink_ = std::make_unique<PlainSink>(file, true);
   }
 }
 

@@ -57,7 +57,8 @@ class SimulatedCache {
   };
 
   RouterEvent make_event(KvCacheEventData data) {
-    return RouterEvent{stream_.worker_id, KvCacheEvent{next_event_id_++, std::move(data), stream_.dp_rank}, std::nullopt};
+    return RouterEvent{stream_.worker_id, KvCacheEvent{next_event_id_++, std::move(data), stream_.dp_rank},
+                       std::nullopt};
   }
 
   void touch(std::uint64_t hash) {

@@ -24,12 +24,12 @@ struct MooncakeRequest {
 bool load_mooncake_trace(const std::string& path, std::vector<MooncakeRequest>& out, std::string& error);
 
 struct WorkloadOptions {
-  std::size_t workers = 16;             // simulated workers per copy
-  std::size_t copies = 1;               // the fleet duplicated in disjoint hash spaces
-  DpRank dp_ranks = 1;                  // ranks per worker (each its own cache)
-  std::size_t capacity_blocks = 2048;   // per (worker, rank) cache size; LRU evicts leaves first
-  std::size_t store_chunk_blocks = 8;   // blocks per Stored event (engines store per step)
-  std::uint64_t seed = 1;               // routing salt
+  std::size_t workers = 16;            // simulated workers per copy
+  std::size_t copies = 1;              // the fleet duplicated in disjoint hash spaces
+  DpRank dp_ranks = 1;                 // ranks per worker (each its own cache)
+  std::size_t capacity_blocks = 2048;  // per (worker, rank) cache size; LRU evicts leaves first
+  std::size_t store_chunk_blocks = 8;  // blocks per Stored event (engines store per step)
+  std::uint64_t seed = 1;              // routing salt
 };
 
 // One simulated request after routing: the local hashes a router would query with.
@@ -40,8 +40,8 @@ struct RoutedRequest {
 };
 
 struct WorkloadSink {
-  std::function<void(RouterEvent&&)> on_event;            // in publish order
-  std::function<void(const RoutedRequest&)> on_request;   // before that request's events (optional)
+  std::function<void(RouterEvent&&)> on_event;           // in publish order
+  std::function<void(const RoutedRequest&)> on_request;  // before that request's events (optional)
 };
 
 struct WorkloadStats {

@@ -14,9 +14,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // 1234 -> "1234", 143210 -> "143k", 1203400 -> "1.20M".
 std::string count_text(double n) {
@@ -128,12 +126,13 @@ std::string format_replay_summary(const ReplaySummary& summary) {
                        results[static_cast<std::size_t>(ApplyStatus::invalid)]);
   }
   const IntakeTally& intake = summary.intake;
-  out += fmt::format("  intake   duplicates skipped {} · gaps {} ({} events missing) · restarts {}{}\n",
-                     intake.duplicates(), intake.gaps, intake.missing_events, intake.resets,
-                     intake.clears_inserted > 0
-                         ? fmt::format(" · {} clears inserted (restarts{}, counted under cleared ok)",
-                                       intake.clears_inserted, intake.clears_inserted > intake.resets ? " and gaps" : "")
-                         : std::string());
+  out +=
+      fmt::format("  intake   duplicates skipped {} · gaps {} ({} events missing) · restarts {}{}\n",
+                  intake.duplicates(), intake.gaps, intake.missing_events, intake.resets,
+                  intake.clears_inserted > 0
+                      ? fmt::format(" · {} clears inserted (restarts{}, counted under cleared ok)",
+                                    intake.clears_inserted, intake.clears_inserted > intake.resets ? " and gaps" : "")
+                      : std::string());
   for (const auto& bad : summary.read.first_bad_lines) {
     out += fmt::format("  bad line {}: {}\n", bad.line_number, bad.reason);
   }

@@ -8,8 +8,8 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -40,11 +40,11 @@ struct ReplayOptions {
 struct ReplaySummary {
   EventLogReadStats read;
   std::array<std::uint64_t, 3> events_by_kind{};  // indexed by EventKind
-  IntakeTally intake;                              // duplicates skipped, gaps, restarts (as the service's stats)
+  IntakeTally intake;                             // duplicates skipped, gaps, restarts (as the service's stats)
   LaneIndexerMetrics applied;                     // results as counted by the lanes
   double seconds = 0;
   bool interrupted = false;  // `stop` ended the read early: the counts cover a prefix of the log
-  std::string error;  // I/O failure, or the first bad line under BadLinePolicy::stop
+  std::string error;         // I/O failure, or the first bad line under BadLinePolicy::stop
 
   bool ok() const { return error.empty(); }
   double events_per_second() const { return seconds > 0 ? static_cast<double>(read.events) / seconds : 0; }

@@ -19,7 +19,8 @@ Decoded<ScoreQueryLine> decode_score_query_line(std::string_view line) {
     ScoreQueryLine query;
     if (const Json* id = find(doc, "id"); id != nullptr) query.id_json = id->dump();
     const Json& hashes = require(doc, "local_hashes", "");
-    if (!hashes.is_array()) fail(Kind::wrong_type, "local_hashes", fmt::format("expected an array, got {}", type_name(hashes)));
+    if (!hashes.is_array())
+      fail(Kind::wrong_type, "local_hashes", fmt::format("expected an array, got {}", type_name(hashes)));
     query.local_hashes.reserve(hashes.size());
     for (std::size_t i = 0; i < hashes.size(); ++i) {
       query.local_hashes.push_back(LocalBlockHash{read_u64(hashes[i], join("local_hashes", i))});

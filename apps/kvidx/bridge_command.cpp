@@ -124,9 +124,11 @@ void add_bridge_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--eagle", flags->eagle,
                 "Eagle hashing: each block's tokens_hash covers its tokens plus the next block's first token "
                 "(the router must hash queries the same way); bigram token ids imply it");
-  cmd->add_option("--replay-timeout-ms", flags->replay_timeout_ms, "Give up on a replay after this long without a reply")
+  cmd->add_option("--replay-timeout-ms", flags->replay_timeout_ms,
+                  "Give up on a replay after this long without a reply")
       ->capture_default_str();
-  cmd->add_option("--stats-interval", flags->stats_interval_s, "Seconds between stats lines on stderr (0: only at exit)")
+  cmd->add_option("--stats-interval", flags->stats_interval_s,
+                  "Seconds between stats lines on stderr (0: only at exit)")
       ->capture_default_str();
   cmd->footer(
       "Example: kvidx bridge --zmq tcp://127.0.0.1:5557 --replay tcp://127.0.0.1:5558 --worker-id 3 --block-size 16 "

@@ -1,6 +1,6 @@
 // kvidx capture: record live KV events into an event log (one wrapped line per event).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -11,8 +11,8 @@
 #include "apps/kvidx/interrupt.h"
 #include "apps/kvidx/nats_flags.h"
 #include "libbus/nats_connection.h"
-#include "libbus/subjects.h"
 #include "libbus/nats_url.h"
+#include "libbus/subjects.h"
 #include "replay/capture_writer.h"
 
 namespace kvidx::cli {

@@ -4,10 +4,10 @@
 namespace kvidx::cli {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;     // runtime error (I/O, service failure)
-inline constexpr int kExitUsage = 2;       // bad flags or arguments
-inline constexpr int kExitBadInput = 3;    // bad input lines seen and --fail-on-bad given
-inline constexpr int kExitUnreachable = 4; // NATS unreachable, authentication refused, or no reply in time
+inline constexpr int kExitFailure = 1;      // runtime error (I/O, service failure)
+inline constexpr int kExitUsage = 2;        // bad flags or arguments
+inline constexpr int kExitBadInput = 3;     // bad input lines seen and --fail-on-bad given
+inline constexpr int kExitUnreachable = 4;  // NATS unreachable, authentication refused, or no reply in time
 // Incomplete: `publish` had events the server did not acknowledge, or a multi-message reply (dump,
 // chunked score/workers reply) arrived incomplete (its end marker's counts differ from what arrived,
 // or it stopped before its end marker).

@@ -1,7 +1,7 @@
 #include "apps/kvidx/live_client.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -74,8 +74,8 @@ std::optional<std::string> LiveClient::request(const std::string& subject, const
       impl_->fail(exit_code, kExitUnreachable,
                   refused_by_server(impl_->connection) ? explain_refusal(impl_->connection)
                   : no_service ? fmt::format("no reply on {} within {} s (is kvidx serve running with prefix '{}'?)",
-                                           subject, impl_->flags.timeout_s, impl_->flags.prefix)
-                             : reply.error().message);
+                                             subject, impl_->flags.timeout_s, impl_->flags.prefix)
+                               : reply.error().message);
     }
     return std::nullopt;
   }
@@ -104,8 +104,10 @@ std::optional<std::vector<RouterEvent>> LiveClient::dump(int& exit_code) {
     if (!message || message.value().no_responders()) {
       if (chunks == 0) {
         impl_->fail(exit_code, kExitUnreachable,
-                    refused_by_server(conn) ? explain_refusal(conn) : fmt::format("no reply on {} within {} s (is kvidx serve running with prefix '{}'?)", subject,
-                                impl_->flags.timeout_s, impl_->flags.prefix));
+                    refused_by_server(conn)
+                        ? explain_refusal(conn)
+                        : fmt::format("no reply on {} within {} s (is kvidx serve running with prefix '{}'?)", subject,
+                                      impl_->flags.timeout_s, impl_->flags.prefix));
       } else {
         impl_->fail(exit_code, kExitIncomplete,
                     fmt::format("dump incomplete: {} events in {} chunk(s), then nothing for {} s (no end marker)",
@@ -117,7 +119,8 @@ std::optional<std::vector<RouterEvent>> LiveClient::dump(int& exit_code) {
     const std::string_view body = message.value().data();
     if (kind == kDumpEnd) {
       if (const auto error = decode_error_reply(body)) {
-        impl_->fail(exit_code, kExitFailure, fmt::format("the service failed the dump ({}): {}", error->code, error->message));
+        impl_->fail(exit_code, kExitFailure,
+                    fmt::format("the service failed the dump ({}): {}", error->code, error->message));
         return std::nullopt;
       }
       const auto end = decode_dump_end(body);

@@ -1,9 +1,9 @@
 // kvidx: KV-cache overlap index for LLM inference fleets. This file only assembles subcommands.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>

@@ -1,7 +1,7 @@
 #include "apps/kvidx/nats_flags.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdlib>
 #include <cstring>
@@ -33,9 +33,12 @@ std::optional<std::string> read_secret_file(const std::string& path) {
 
 // flag (or config key) > environment variable > context > nothing.
 void pick(std::string& out, const std::string& flag, const char* env_name, const std::string& from_context) {
-  if (!flag.empty()) out = flag;
-  else if (auto e = env(env_name)) out = *e;
-  else out = from_context;
+  if (!flag.empty())
+    out = flag;
+  else if (auto e = env(env_name))
+    out = *e;
+  else
+    out = from_context;
 }
 
 // Options whose value is a secret: their values are wiped from argv.
@@ -106,10 +109,14 @@ int resolve_nats(const NatsFlags& flags, bus::ConnectionOptions& options, std::s
     context = std::move(*loaded);
   }
   const bool url_given = !flags.url.empty() && flags.url != "default";
-  if (url_given) options.url = flags.url;
-  else if (auto e = env("NATS_URL")) options.url = *e;
-  else if (!context.url.empty()) options.url = context.url;
-  else options.url = kDefaultNatsUrl;
+  if (url_given)
+    options.url = flags.url;
+  else if (auto e = env("NATS_URL"))
+    options.url = *e;
+  else if (!context.url.empty())
+    options.url = context.url;
+  else
+    options.url = kDefaultNatsUrl;
 
   // Flags and the environment first; the context fills only what they left empty, and its way to
   // authenticate is used only when they name none.
@@ -153,8 +160,9 @@ int resolve_nats(const NatsFlags& flags, bus::ConnectionOptions& options, std::s
 
   // Usage errors: what cannot work whatever the server says.
   if (auth.tls_first) {
-    error = "--tlsfirst: a TLS handshake before the server's INFO is not supported by the NATS client library "
-            "kvidx uses (libnats 3.4.1); use the server's default TLS upgrade";
+    error =
+        "--tlsfirst: a TLS handshake before the server's INFO is not supported by the NATS client library "
+        "kvidx uses (libnats 3.4.1); use the server's default TLS upgrade";
     return kExitUsage;
   }
   const int methods = (auth.creds_file.empty() ? 0 : 1) + (auth.nkey_seed_file.empty() ? 0 : 1) +
@@ -189,13 +197,17 @@ std::vector<std::string> scrub_secret_arguments(int argc, char** argv) {
     for (const char* option : kSecretOptions) {
       const std::size_t n = std::strlen(option);
       char* value = nullptr;
-      if (std::strcmp(argv[i], option) == 0 && i + 1 < argc) value = argv[i + 1];
-      else if (std::strncmp(argv[i], option, n) == 0 && argv[i][n] == '=') value = argv[i] + n + 1;
+      if (std::strcmp(argv[i], option) == 0 && i + 1 < argc)
+        value = argv[i + 1];
+      else if (std::strncmp(argv[i], option, n) == 0 && argv[i][n] == '=')
+        value = argv[i] + n + 1;
       // NOTE: overwritten in place: /proc/<pid>/cmdline (what ps reads) is this very memory.
       if (value != nullptr) std::memset(value, '*', std::strlen(value));
     }
-    if (std::strcmp(argv[i], "--nats") == 0 && i + 1 < argc) mask_url_credentials(argv[i + 1]);
-    else if (std::strncmp(argv[i], "--nats=", 7) == 0) mask_url_credentials(argv[i] + 7);
+    if (std::strcmp(argv[i], "--nats") == 0 && i + 1 < argc)
+      mask_url_credentials(argv[i + 1]);
+    else if (std::strncmp(argv[i], "--nats=", 7) == 0)
+      mask_url_credentials(argv[i] + 7);
   }
   return args;
 }
@@ -213,10 +225,8 @@ int exit_code_for(const bus::BusError& error) {
     case NATS_NO_RESPONDERS:
     case NATS_SSL_ERROR:
     case NATS_SECURE_CONNECTION_WANTED:
-    case NATS_SECURE_CONNECTION_REQUIRED:
-      return kExitUnreachable;
-    default:
-      return kExitFailure;
+    case NATS_SECURE_CONNECTION_REQUIRED: return kExitUnreachable;
+    default: return kExitFailure;
   }
 }
 

@@ -1,9 +1,9 @@
 // kvidx nkey: makes the NATS user nkeys a secured deployment needs (deploy/make-secrets), as the
 // nk tool of nats-io would, without another binary: a new seed written to a file only its owner can
 // read, its public key printed (that goes into the server's config); or the public key of a seed.
-#include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -59,7 +59,8 @@ int run_public(const NkeyFlags& flags) {
 
 void add_nkey_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<NkeyFlags>();
-  auto* cmd = app.add_subcommand("nkey", "Make a NATS user nkey (seed file + public key), or print a seed's public key");
+  auto* cmd =
+      app.add_subcommand("nkey", "Make a NATS user nkey (seed file + public key), or print a seed's public key");
   cmd->require_subcommand(1);
   auto* make = cmd->add_subcommand("new", "Write a new user seed to --out (mode 0600) and print its public key");
   make->add_option("--out", flags->out, "Seed file to create (must not exist)")->required();
@@ -67,8 +68,9 @@ void add_nkey_command(CLI::App& app, int& exit_code) {
   auto* pub = cmd->add_subcommand("public", "Print the public key (U...) of a seed file (or a .creds file)");
   pub->add_option("--seed-file", flags->seed_file, "Seed file")->required()->check(CLI::ExistingFile);
   pub->callback([flags, &exit_code] { exit_code = run_public(*flags); });
-  cmd->footer("The public key goes into the server's authorization (see deploy/make-secrets); the seed stays with\n"
-              "the client: kvidx ... --nkey FILE. Example: kvidx nkey new --out router.nk");
+  cmd->footer(
+      "The public key goes into the server's authorization (see deploy/make-secrets); the seed stays with\n"
+      "the client: kvidx ... --nkey FILE. Example: kvidx nkey new --out router.nk");
 }
 
 }  // namespace kvidx::cli

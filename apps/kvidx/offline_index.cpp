@@ -2,8 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cstdio>
 #include <unistd.h>
+#include <cstdio>
 
 #include "apps/kvidx/exit_codes.h"
 

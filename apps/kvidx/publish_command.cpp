@@ -1,7 +1,7 @@
 // kvidx publish: send the events of an event log to NATS as workers would (one message per event
 // on <prefix>.events.<worker_id>), through JetStream (default) or core NATS.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -38,17 +38,16 @@ constexpr std::uint64_t kCoreFlushEvery = 1000;
 constexpr std::int64_t kAckWaitMs = 30000;
 constexpr std::int64_t kAckWaitStepMs = 500;
 
-
 // What happened to the events read, for the report.
 struct Tally {
   std::uint64_t attempted = 0;  // events read and handed to NATS (or refused by the client)
   std::uint64_t sent = 0;       // accepted by the client library
   std::uint64_t refused = 0;    // refused before sending (e.g. larger than the server's max_payload)
   std::string first_refusal;
-  std::uint64_t acked = 0;      // acknowledged by the server
+  std::uint64_t acked = 0;           // acknowledged by the server
   std::uint64_t answered_error = 0;  // jetstream: a negative answer (no stream, limits, ...)
   std::string first_answer_error;
-  std::string stop;             // why publishing stopped before the end of the log
+  std::string stop;  // why publishing stopped before the end of the log
 };
 
 // Errors that concern one message only: count it and go on with the next.
@@ -81,7 +80,7 @@ int run_publish(const PublishFlags& flags) {
     return code;
   }
   options.name = "kvidx-publish";
-  options.max_reconnect = 0;  // NOTE: a broken connection must show as unacknowledged events, not a hang
+  options.max_reconnect = 0;         // NOTE: a broken connection must show as unacknowledged events, not a hang
   options.log_async_errors = false;  // a refusal is reported in the command's own line (explain_refusal)
   auto connection = bus::Connection::connect(options);
   if (!connection) {
@@ -123,27 +122,25 @@ int run_publish(const PublishFlags& flags) {
   };
   const bus::Subjects subjects(flags.prefix);
   const auto start = std::chrono::steady_clock::now();
-  auto read = read_event_log(flags.events, flags.strict ? BadLinePolicy::stop : BadLinePolicy::skip,
-                             [&](EventLogLine&& line) {
-                               if (!t.stop.empty() || interrupted().load()) return;
-                               const std::string subject = flags.keep_subjects && line.subject
-                                                               ? *line.subject
-                                                               : subjects.events(line.event.worker_id);
-                               const std::string payload = encode_router_event(line.event);
-                               ++t.attempted;
-                               auto status = jetstream ? js->publish_async(subject, payload)
-                                                       : connection.value().publish(subject, payload);
-                               if (!status) {
-                                 if (!message_error(status.error())) {
-                                   t.stop = status.error().message;
-                                   return;
-                                 }
-                                 if (t.refused++ == 0) t.first_refusal = status.error().message;
-                                 return;
-                               }
-                               ++t.sent;
-                               if (!jetstream && ++unflushed >= kCoreFlushEvery) flush_core();
-                             });
+  auto read =
+      read_event_log(flags.events, flags.strict ? BadLinePolicy::stop : BadLinePolicy::skip, [&](EventLogLine&& line) {
+        if (!t.stop.empty() || interrupted().load()) return;
+        const std::string subject =
+            flags.keep_subjects && line.subject ? *line.subject : subjects.events(line.event.worker_id);
+        const std::string payload = encode_router_event(line.event);
+        ++t.attempted;
+        auto status = jetstream ? js->publish_async(subject, payload) : connection.value().publish(subject, payload);
+        if (!status) {
+          if (!message_error(status.error())) {
+            t.stop = status.error().message;
+            return;
+          }
+          if (t.refused++ == 0) t.first_refusal = status.error().message;
+          return;
+        }
+        ++t.sent;
+        if (!jetstream && ++unflushed >= kCoreFlushEvery) flush_core();
+      });
   if (jetstream) {
     // NOTE: a timeout here leaves the unanswered publishes counted as not acknowledged. Waits in
     // steps so a publish the server refused (permissions: no answer ever comes) ends the wait.
@@ -167,8 +164,10 @@ int run_publish(const PublishFlags& flags) {
   std::string refusal;
   if (refused_by_server(connection.value())) {
     refusal = explain_refusal(connection.value());
-    if (jetstream) t.acked = acks.acked.load();
-    else t.acked = 0;
+    if (jetstream)
+      t.acked = acks.acked.load();
+    else
+      t.acked = 0;
   }
   const bool was_interrupted = interrupted().load();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -182,7 +181,8 @@ int run_publish(const PublishFlags& flags) {
     std::fprintf(stderr, "  %s:%llu: %s\n", flags.events.c_str(), static_cast<unsigned long long>(bad.line_number),
                  bad.reason.c_str());
   }
-  if (!t.stop.empty()) std::fprintf(stderr, "kvidx publish: stopped: %s; the rest of the log was not sent\n", t.stop.c_str());
+  if (!t.stop.empty())
+    std::fprintf(stderr, "kvidx publish: stopped: %s; the rest of the log was not sent\n", t.stop.c_str());
   if (was_interrupted) std::fprintf(stderr, "kvidx publish: interrupted: the rest of the log was not sent\n");
   if (t.acked < t.attempted) {
     std::fprintf(stderr, "kvidx publish: %llu of %llu events NOT acknowledged: %s\n",
@@ -219,7 +219,8 @@ void add_publish_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--stream", flags->stream, "JetStream stream that must capture the subjects (jetstream mode)")
       ->capture_default_str();
-  cmd->add_flag("--keep-subjects", flags->keep_subjects, "Publish captured lines on the subject they were captured from");
+  cmd->add_flag("--keep-subjects", flags->keep_subjects,
+                "Publish captured lines on the subject they were captured from");
   cmd->add_flag("--strict", flags->strict, "Stop at the first bad line");
   cmd->footer(
       "Reports how many events the server acknowledged; exits 5 naming how many it did not (refused as too large,\n"

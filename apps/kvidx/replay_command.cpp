@@ -1,6 +1,6 @@
 // kvidx replay: apply an event log offline, then answer a file of score queries.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 
@@ -56,7 +56,10 @@ int answer_queries(const ReplayFlags& flags, const LaneIndexer& indexer) {
     return kExitInterrupted;
   }
   if ((!io_error.empty() && !stopped) || !bad.empty() || !closed) {
-    std::fprintf(stderr, "kvidx replay: %s\n", !io_error.empty() ? io_error.c_str() : !bad.empty() ? bad.c_str() : out.error().c_str());
+    std::fprintf(stderr, "kvidx replay: %s\n",
+                 !io_error.empty() ? io_error.c_str()
+                 : !bad.empty()    ? bad.c_str()
+                                   : out.error().c_str());
     return !bad.empty() ? kExitBadInput : kExitFailure;
   }
   return kExitOk;

@@ -1,7 +1,7 @@
 // kvidx score: ask a running kvidx for the overlap scores of one block sequence and print the
 // reply (the JSON of schemas/score-query-reply.schema.json) on stdout.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <fstream>
@@ -89,7 +89,8 @@ void add_score_command(CLI::App& app, int& exit_code) {
   add_live_flags(*cmd, flags->live);
   auto* hashes = cmd->add_option("--hashes", flags->hashes, "Local block hashes, comma separated")->delimiter(',');
   auto* tokens = cmd->add_option("--tokens-file", flags->tokens_file, "Token ids (JSON array or whitespace separated)");
-  cmd->add_option("--block-size", flags->block_size, "Tokens per block (with --tokens-file)")->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--block-size", flags->block_size, "Tokens per block (with --tokens-file)")
+      ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--lora-name", flags->lora_name, "LoRA adapter name salting the block hashes (with --tokens-file)");
   auto* eagle = cmd->add_flag("--eagle", flags->eagle,
                               "Eagle block hashing: windows of block size + 1 tokens (with --tokens-file)");

@@ -3,8 +3,8 @@
 // bridge/zmq_source_spec.h, bridge/in_process_bridges.h) into the same ingestion path.
 // Flags may also come from a config file: `kvidx serve --config kvidx.toml` (CLI11 TOML/INI,
 // keys named like the long flags, e.g. `nats = "nats://..."`, `lanes = 8`, `subject = ["a.>"]`).
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -20,11 +20,11 @@
 #include "bridge/in_process_bridges.h"
 #include "bridge/zmq_source_spec.h"
 #include "libbus/http_server.h"
-#include "libbus/nats_url.h"
 #include "libbus/metrics.h"
+#include "libbus/nats_url.h"
 #include "libbus/service.h"
-#include "libindexer/lanes/prune_config.h"
 #include "libbus/subjects.h"
+#include "libindexer/lanes/prune_config.h"
 #include "replay/event_log_reader.h"
 
 namespace kvidx::cli {
@@ -117,12 +117,12 @@ void log_zmq_stats(const bridge::InProcessBridges& bridges) {
   const auto stats = bridges.stats();
   for (std::size_t i = 0; i < stats.size(); ++i) {
     const auto& s = stats[i];
-    spdlog::info("zmq {}: {} batches -> {} events; gaps {} (missing {}, replayed {}, lost {}), restarts {}, "
-                 "malformed {}, refused {}, dropped stored: {} block size, {} empty, {} unreadable extra_keys",
-                 bridges.sources()[i].endpoint, s.batches_delivered, s.router_events, s.gaps, s.missing_batches,
-                 s.replayed_batches, s.unrecovered_batches, s.restarts, s.malformed_frames, s.sink_failures,
-                 s.conversion.block_size_mismatches, s.conversion.empty_stores_dropped,
-                 s.conversion.extra_keys_unreadable);
+    spdlog::info(
+        "zmq {}: {} batches -> {} events; gaps {} (missing {}, replayed {}, lost {}), restarts {}, "
+        "malformed {}, refused {}, dropped stored: {} block size, {} empty, {} unreadable extra_keys",
+        bridges.sources()[i].endpoint, s.batches_delivered, s.router_events, s.gaps, s.missing_batches,
+        s.replayed_batches, s.unrecovered_batches, s.restarts, s.malformed_frames, s.sink_failures,
+        s.conversion.block_size_mismatches, s.conversion.empty_stores_dropped, s.conversion.extra_keys_unreadable);
   }
 }
 
@@ -138,8 +138,10 @@ int run_serve(const ServeFlags& flags) {
     config.nats_url = connection.url;
     config.nats_auth = connection.auth;
   }
-  if (flags.mode == "jetstream") config.mode = bus::IngestMode::jetstream;
-  else if (flags.mode == "core") config.mode = bus::IngestMode::core;
+  if (flags.mode == "jetstream")
+    config.mode = bus::IngestMode::jetstream;
+  else if (flags.mode == "core")
+    config.mode = bus::IngestMode::core;
   else {
     std::fprintf(stderr, "kvidx: error: --mode must be jetstream or core, got '%s'\n", flags.mode.c_str());
     return kExitUsage;
@@ -227,13 +229,15 @@ int run_serve(const ServeFlags& flags) {
   }
   if (flags.check_config) {
     // NOTE: parse and validate only (deployment checks, e.g. the docker-compose config): no NATS.
-    std::printf("config ok: nats %s (auth: %s), mode %s, %zu lanes, prefix '%s', durable '%s', metrics %s, "
-                "max message bytes %zu, max blocks per event %zu, max events per message %zu, max query hashes %zu, "
-                "max streams %s, %zu zmq sources\n",
-                bus::redact_url(config.nats_url).c_str(), bus::describe_auth(config.nats_auth).c_str(), flags.mode.c_str(), config.lanes, config.subject_prefix.c_str(),
-                config.durable.c_str(), flags.metrics.c_str(), config.limits.max_message_bytes,
-                config.limits.max_blocks_per_event, config.limits.max_events_per_batch, config.query_limits.max_hashes,
-                config.max_streams == 0 ? "unlimited" : std::to_string(config.max_streams).c_str(), zmq_sources.size());
+    std::printf(
+        "config ok: nats %s (auth: %s), mode %s, %zu lanes, prefix '%s', durable '%s', metrics %s, "
+        "max message bytes %zu, max blocks per event %zu, max events per message %zu, max query hashes %zu, "
+        "max streams %s, %zu zmq sources\n",
+        bus::redact_url(config.nats_url).c_str(), bus::describe_auth(config.nats_auth).c_str(), flags.mode.c_str(),
+        config.lanes, config.subject_prefix.c_str(), config.durable.c_str(), flags.metrics.c_str(),
+        config.limits.max_message_bytes, config.limits.max_blocks_per_event, config.limits.max_events_per_batch,
+        config.query_limits.max_hashes,
+        config.max_streams == 0 ? "unlimited" : std::to_string(config.max_streams).c_str(), zmq_sources.size());
     for (const auto& source : zmq_sources) std::printf("  zmq %s\n", bridge::describe_zmq_source(source).c_str());
     return kExitOk;
   }
@@ -246,24 +250,27 @@ int run_serve(const ServeFlags& flags) {
     bus::HttpServerOptions http_options;
     http_options.accept_errors = &service.metrics().counter(
         "kvidx_http_accept_errors_total", "Failed accepts on the /metrics listener (e.g. out of file descriptors)");
-    http = std::make_unique<bus::HttpServer>([&service](std::string_view, std::string_view target) {
-      const std::string_view path = target.substr(0, target.find('?'));
-      if (path == "/metrics") {
-        return bus::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", service.render_metrics()};
-      }
-      // /healthz is liveness (restart me if it fails): alive while starting, catching up or with
-      // failing snapshots. /readyz is readiness (send me traffic): see bus::Readiness.
-      if (path == "/healthz") {
-        return service.healthy() ? bus::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}
-                                 : bus::HttpResponse{503, "text/plain; charset=utf-8", "unhealthy\n"};
-      }
-      if (path == "/readyz") {
-        const bus::Readiness ready = service.readiness();
-        return ready.ready ? bus::HttpResponse{200, "text/plain; charset=utf-8", "ready\n"}
-                           : bus::HttpResponse{503, "text/plain; charset=utf-8", "not ready: " + ready.reason + "\n"};
-      }
-      return bus::HttpResponse{404, "text/plain; charset=utf-8", "not found\n"};
-    }, http_options);
+    http = std::make_unique<bus::HttpServer>(
+        [&service](std::string_view, std::string_view target) {
+          const std::string_view path = target.substr(0, target.find('?'));
+          if (path == "/metrics") {
+            return bus::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", service.render_metrics()};
+          }
+          // /healthz is liveness (restart me if it fails): alive while starting, catching up or with
+          // failing snapshots. /readyz is readiness (send me traffic): see bus::Readiness.
+          if (path == "/healthz") {
+            return service.healthy() ? bus::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}
+                                     : bus::HttpResponse{503, "text/plain; charset=utf-8", "unhealthy\n"};
+          }
+          if (path == "/readyz") {
+            const bus::Readiness ready = service.readiness();
+            return ready.ready
+                       ? bus::HttpResponse{200, "text/plain; charset=utf-8", "ready\n"}
+                       : bus::HttpResponse{503, "text/plain; charset=utf-8", "not ready: " + ready.reason + "\n"};
+          }
+          return bus::HttpResponse{404, "text/plain; charset=utf-8", "not found\n"};
+        },
+        http_options);
     // NOTE: only /metrics renders this gauge, on the server's own thread, so `server` outlives it.
     service.metrics().gauge_callback("kvidx_http_connections", "Open connections on the /metrics listener", {},
                                      [server = http.get()] { return static_cast<double>(server->open_connections()); });
@@ -303,10 +310,11 @@ int run_serve(const ServeFlags& flags) {
   service.stop(/*final_snapshot=*/true);
   if (http) http->stop();
   const auto stats = service.stats();
-  spdlog::info("stopped: {} messages, {} events applied, {} duplicates, {} gaps, {} dead letters ({} could not be "
-               "published), {} score queries rejected",
-               stats.messages, stats.events_applied, stats.duplicates, stats.gaps, stats.dead_letters,
-               stats.dead_letter_failures, stats.queries_rejected);
+  spdlog::info(
+      "stopped: {} messages, {} events applied, {} duplicates, {} gaps, {} dead letters ({} could not be "
+      "published), {} score queries rejected",
+      stats.messages, stats.events_applied, stats.duplicates, stats.gaps, stats.dead_letters,
+      stats.dead_letter_failures, stats.queries_rejected);
   return kExitOk;
 }
 
@@ -319,11 +327,15 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   add_nats_options(*cmd, flags->nats);
   cmd->add_option("--mode", flags->mode, "jetstream (durable, acked after apply) or core (best effort)")
       ->capture_default_str();
-  cmd->add_option("--lanes", flags->lanes, "Lane threads applying events")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--lanes", flags->lanes, "Lane threads applying events")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   cmd->add_option("--subject-prefix", flags->subject_prefix, "Prefix of every kvidx subject")->capture_default_str();
-  cmd->add_option("--subject", flags->subjects,
-                  "Extra event subject or wildcard (repeatable), e.g. a Dynamo kv-events subject; worker id from the payload");
-  cmd->add_option("--metrics", flags->metrics, "HOST:PORT for HTTP /metrics, /healthz (liveness) and /readyz (readiness), or off")
+  cmd->add_option(
+      "--subject", flags->subjects,
+      "Extra event subject or wildcard (repeatable), e.g. a Dynamo kv-events subject; worker id from the payload");
+  cmd->add_option("--metrics", flags->metrics,
+                  "HOST:PORT for HTTP /metrics, /healthz (liveness) and /readyz (readiness), or off")
       ->capture_default_str();
   cmd->add_option("--snapshot-interval", flags->snapshot_interval, "Periodic snapshot interval (30s, 500ms, 0 = off)")
       ->capture_default_str();
@@ -334,8 +346,11 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--durable", flags->durable, "JetStream durable consumer name; also names the snapshots")
       ->capture_default_str();
   cmd->add_option("--stream", flags->stream, "JetStream events stream")->capture_default_str();
-  cmd->add_option("--snapshot-stream", flags->snapshot_stream, "JetStream stream holding snapshots")->capture_default_str();
-  cmd->add_option("--fetch-batch", flags->fetch_batch, "Messages per JetStream fetch")->capture_default_str()->check(CLI::Range(1, 100000));
+  cmd->add_option("--snapshot-stream", flags->snapshot_stream, "JetStream stream holding snapshots")
+      ->capture_default_str();
+  cmd->add_option("--fetch-batch", flags->fetch_batch, "Messages per JetStream fetch")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   cmd->add_option("--max-inflight", flags->max_inflight, "Events dispatched but not yet acked before pulling pauses")
       ->capture_default_str();
   cmd->add_flag("--clear-on-gap", flags->clear_on_gap, "On an event_id gap, clear that stream's blocks (re-sync)");
@@ -344,13 +359,15 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "Largest event message or score query accepted (larger: dead letter / bad_request)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{64}, std::size_t{1} << 30));
-  cmd->add_option("--max-blocks-per-event", flags->max_blocks_per_event, "Most blocks one Stored/Removed event may carry")
+  cmd->add_option("--max-blocks-per-event", flags->max_blocks_per_event,
+                  "Most blocks one Stored/Removed event may carry")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26));
   cmd->add_option("--max-events-per-message", flags->max_events_per_message, "Most events one batch message may carry")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24));
-  cmd->add_option("--max-query-hashes", flags->max_query_hashes, "Most local_hashes per score query (token_ids: 64 x this)")
+  cmd->add_option("--max-query-hashes", flags->max_query_hashes,
+                  "Most local_hashes per score query (token_ids: 64 x this)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26));
   cmd->add_option("--max-streams", flags->max_streams,
@@ -368,13 +385,15 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--stream-max-age", flags->stream_max_age,
                   "Retention of the events stream (e.g. 24h; 0 = unlimited); keep it well above the snapshot interval")
       ->capture_default_str();
-  cmd->add_option("--stream-max-bytes", flags->stream_max_bytes, "Retention of the events stream in bytes (0 = unlimited)")
+  cmd->add_option("--stream-max-bytes", flags->stream_max_bytes,
+                  "Retention of the events stream in bytes (0 = unlimited)")
       ->capture_default_str();
   cmd->add_option("--zmq", flags->zmq_sources,
                   "Bridge a vLLM / SGLang engine's ZMQ KV events in-process (repeatable, one per engine socket): "
                   "'ENDPOINT,worker=W,block-size=N[,replay=ENDPOINT][,dp-rank=R][,topic=T][,eagle][,clear-on-gap]"
                   "[,replay-timeout-ms=MS][,cache-namespace=NS]'");
-  cmd->add_flag("--check-config", flags->check_config, "Parse and validate the flags / config file, print them, exit 0");
+  cmd->add_flag("--check-config", flags->check_config,
+                "Parse and validate the flags / config file, print them, exit 0");
   cmd->footer(
       "Example with two engines bridged in-process (no separate kvidx bridge):\n"
       "  kvidx serve --nats nats://127.0.0.1:4222 \\\n"

@@ -107,8 +107,10 @@ void add_stats_command(CLI::App& app, int& exit_code) {
       "          kvidx stats --events captured.jsonl.gz");
   cmd->callback([flags, &exit_code] {
     if (flags->live.nats.url.empty() && flags->offline.events.empty()) {
-      std::fprintf(stderr, "kvidx stats: give --nats [URL] (live; URL defaults to $NATS_URL, else %s) or --events FILE "
-                           "(offline)\n", kDefaultNatsUrl);
+      std::fprintf(stderr,
+                   "kvidx stats: give --nats [URL] (live; URL defaults to $NATS_URL, else %s) or --events FILE "
+                   "(offline)\n",
+                   kDefaultNatsUrl);
       exit_code = kExitUsage;
       return;
     }

@@ -50,13 +50,12 @@ int run_remove(const RemoveFlags& flags) {
   int exit_code = kExitOk;
   auto client = LiveClient::connect(flags.live, "remove-worker", exit_code);
   if (!client) return exit_code;
-  auto reply = client->request(client->subjects().admin_remove_worker(),
-                               encode_remove_worker_request(RemoveWorkerRequest{flags.worker_id, flags.dp_rank}),
-                               exit_code);
+  auto reply =
+      client->request(client->subjects().admin_remove_worker(),
+                      encode_remove_worker_request(RemoveWorkerRequest{flags.worker_id, flags.dp_rank}), exit_code);
   if (!reply) return exit_code;
   if (!answered("remove-worker", *reply, exit_code)) return exit_code;
-  std::fprintf(stderr, "kvidx remove-worker: worker %llu%s removed\n",
-               static_cast<unsigned long long>(flags.worker_id),
+  std::fprintf(stderr, "kvidx remove-worker: worker %llu%s removed\n", static_cast<unsigned long long>(flags.worker_id),
                flags.dp_rank ? (" rank " + std::to_string(*flags.dp_rank)).c_str() : " (every rank)");
   return kExitOk;
 }
@@ -67,8 +66,9 @@ void add_workers_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<LiveFlags>();
   auto* cmd = app.add_subcommand("workers", "List the (worker, rank) streams a running kvidx holds, with their blocks");
   add_live_flags(*cmd, *flags);
-  cmd->footer("Prints one JSON object: {\"workers\":[...],\"streams\":[{\"worker_id\",\"dp_rank\",\"blocks\"}]}.\n"
-              "Example: kvidx workers --nats nats://127.0.0.1:4222 | jq '.streams[]'");
+  cmd->footer(
+      "Prints one JSON object: {\"workers\":[...],\"streams\":[{\"worker_id\",\"dp_rank\",\"blocks\"}]}.\n"
+      "Example: kvidx workers --nats nats://127.0.0.1:4222 | jq '.streams[]'");
   cmd->callback([flags, &exit_code] { exit_code = run_workers(*flags); });
 
   auto remove = std::make_shared<RemoveFlags>();
@@ -76,8 +76,9 @@ void add_workers_command(CLI::App& app, int& exit_code) {
   add_live_flags(*rm, remove->live);
   rm->add_option("--worker-id", remove->worker_id, "Worker to remove")->required();
   rm->add_option("--dp-rank", remove->dp_rank, "Only this data-parallel rank (default: every rank)");
-  rm->footer("Every replica of the service removes it. Example:\n"
-             "  kvidx remove-worker --nats tls://nats.internal:4222 --creds operator.creds --worker-id 7");
+  rm->footer(
+      "Every replica of the service removes it. Example:\n"
+      "  kvidx remove-worker --nats tls://nats.internal:4222 --creds operator.creds --worker-id 7");
   rm->callback([remove, &exit_code] { exit_code = run_remove(*remove); });
 }
 

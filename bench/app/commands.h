@@ -44,9 +44,9 @@ struct SyntheticArgs {
   std::size_t prompt_blocks = 32;
   std::size_t sequences_per_worker = 104;
   std::size_t bodies = 10'600;
-  std::size_t lanes = 2;          // the N of "1 lane vs N lanes"
-  std::size_t readers = 1;        // find_matches threads in the mixed run
-  std::size_t queries = 20'000;   // per query length, idle and under writers
+  std::size_t lanes = 2;         // the N of "1 lane vs N lanes"
+  std::size_t readers = 1;       // find_matches threads in the mixed run
+  std::size_t queries = 20'000;  // per query length, idle and under writers
   std::size_t churn_pairs = 20'000;
   std::size_t mixed_queries = 200'000;
   bool snapshot = true;

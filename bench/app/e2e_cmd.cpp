@@ -13,12 +13,12 @@
 
 #include "bench/app/commands.h"
 #include "bench/common/report.h"
-#include "libcodec/event_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
 #include "libbus/nats_pull_consumer.h"
-#include "libbus/subjects.h"
 #include "libbus/service.h"
+#include "libbus/subjects.h"
+#include "libcodec/event_codec.h"
 #include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/nats_server.h"
 
@@ -78,7 +78,8 @@ double raw_core_rate(const testing::NatsServer& server, const Messages& msgs) {
   Connection sub_conn = connect(server);
   Connection pub = connect(server);
   std::atomic<std::size_t> got{0};
-  auto sub = sub_conn.subscribe(bus::Subjects().events_wildcard(), [&](bus::Message) { got.fetch_add(1, std::memory_order_relaxed); });
+  auto sub = sub_conn.subscribe(bus::Subjects().events_wildcard(),
+                                [&](bus::Message) { got.fetch_add(1, std::memory_order_relaxed); });
   if (!sub.ok() || !sub.value().set_unlimited_pending().ok() || !sub_conn.flush().ok()) {
     throw std::runtime_error("raw subscribe failed");
   }
@@ -144,7 +145,8 @@ double raw_jetstream_rate(const testing::NatsServer& server, std::size_t count, 
     auto batch = pull.value().fetch(1000, 2000);
     if (!batch.ok() || batch.value().empty()) continue;
     got += batch.value().size();
-    if (!bus::jetstream_ack(conn, batch.value().back()).ok()) throw std::runtime_error("raw ack failed");  // cumulative (AckAll)
+    if (!bus::jetstream_ack(conn, batch.value().back()).ok())
+      throw std::runtime_error("raw ack failed");  // cumulative (AckAll)
   }
   return static_cast<double>(count) / seconds_since(t0);
 }
@@ -224,14 +226,20 @@ int run_e2e(const E2eArgs& args) {
         js.push_back(kvidx_jetstream_rate(server, last, args.events, args.lanes, "kvidx") * scale);
       }
       const std::string batch = std::to_string(per_message) + "/msg";
-      report.add(Row{"e2e ingest, core NATS, " + batch, "events/s", true, median(core),
+      report.add(Row{"e2e ingest, core NATS, " + batch,
+                     "events/s",
+                     true,
+                     median(core),
                      {{"raw nats.c subscriber", median(raw_core)}}});
-      report.add(Row{"e2e ingest, JetStream, " + batch, "events/s", true, median(js),
+      report.add(Row{"e2e ingest, JetStream, " + batch,
+                     "events/s",
+                     true,
+                     median(js),
                      {{"raw nats.c pull consumer", median(raw_js)}}});
       // The ceilings without NATS: the codec on one thread, the lanes on their own.
       report.add(Row{"offline decode (1 thread), " + batch, "events/s", true, median(decode), {}});
-      report.add(Row{"offline apply (" + std::to_string(args.lanes) + " lanes), " + batch, "events/s", true,
-                     median(apply), {}});
+      report.add(Row{
+          "offline apply (" + std::to_string(args.lanes) + " lanes), " + batch, "events/s", true, median(apply), {}});
     }
     report.print();
     return report.write_json(args.common.json_dir) ? 0 : 1;

@@ -1,7 +1,7 @@
 // kvidx-bench: the workload benchmarks of kvidx beside two baselines in the same run (see
 // bench/README section of the top-level README). Run by scripts/bench; smoke-run by CTest.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>
@@ -31,8 +31,10 @@ int main(int argc, char** argv) {
   add_common(*m, mooncake.common);
   m->add_option("--trace", mooncake.trace, "Mooncake trace (JSON Lines)")->required();
   m->add_option("--workers", mooncake.workers, "Unique simulated workers")->capture_default_str();
-  m->add_option("-d,--duplicate", mooncake.copies, "Copies of the fleet in disjoint hash spaces")->capture_default_str();
-  m->add_option("--sim-duration-ms", mooncake.sim_duration_ms, "The trace rescaled to this duration")->capture_default_str();
+  m->add_option("-d,--duplicate", mooncake.copies, "Copies of the fleet in disjoint hash spaces")
+      ->capture_default_str();
+  m->add_option("--sim-duration-ms", mooncake.sim_duration_ms, "The trace rescaled to this duration")
+      ->capture_default_str();
   m->add_flag("--sweep", mooncake.sweep, "Offer the trace over shrinking windows (else one window = sim duration)");
   m->add_option("--sweep-min-ms", mooncake.sweep_min_ms)->capture_default_str();
   m->add_option("--sweep-max-ms", mooncake.sweep_max_ms)->capture_default_str();
@@ -55,7 +57,8 @@ int main(int argc, char** argv) {
                                "find_matches latency idle/under writers, mixed ops/s, snapshot");
   add_common(*s, synthetic.common);
   s->add_option("--workers", synthetic.workers)->capture_default_str();
-  s->add_option("--tenants", synthetic.tenants, "Shared system prompts (worker w in tenant w % T)")->capture_default_str();
+  s->add_option("--tenants", synthetic.tenants, "Shared system prompts (worker w in tenant w % T)")
+      ->capture_default_str();
   s->add_option("--depth", synthetic.depth, "Blocks per sequence")->capture_default_str();
   s->add_option("--prompt-blocks", synthetic.prompt_blocks)->capture_default_str();
   s->add_option("--sequences-per-worker", synthetic.sequences_per_worker)->capture_default_str();
@@ -63,7 +66,8 @@ int main(int argc, char** argv) {
   s->add_option("--lanes", synthetic.lanes, "N of 1 lane vs N lanes")->capture_default_str();
   s->add_option("--readers", synthetic.readers, "find_matches threads in the mixed run")->capture_default_str();
   s->add_option("--queries", synthetic.queries, "Queries per length for the latency figures")->capture_default_str();
-  s->add_option("--churn-pairs", synthetic.churn_pairs, "Removed+Stored pairs for the writer load")->capture_default_str();
+  s->add_option("--churn-pairs", synthetic.churn_pairs, "Removed+Stored pairs for the writer load")
+      ->capture_default_str();
   s->add_option("--mixed-queries", synthetic.mixed_queries)->capture_default_str();
   s->add_flag("!--no-snapshot", synthetic.snapshot, "Skip the dump/restore figures");
   s->callback([&] { exit_code = run_synthetic(synthetic); });
@@ -88,7 +92,8 @@ int main(int argc, char** argv) {
   e->add_option("--per-message", e2e.per_message, "Events per NATS message (one table row pair per value)")
       ->delimiter(',')
       ->capture_default_str();
-  e->add_option("--repeats", e2e.repeats, "Runs per cell; the median is reported")->check(CLI::PositiveNumber)
+  e->add_option("--repeats", e2e.repeats, "Runs per cell; the median is reported")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   e->callback([&] { exit_code = run_e2e(e2e); });
 

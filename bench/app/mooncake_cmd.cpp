@@ -67,7 +67,8 @@ WindowResult run_window(EngineKind kind, const MooncakeOps& ops, const MooncakeA
         const auto& query = ops.requests[op.index];
         const auto t0 = Clock::now();
         sink += engine->find(query);
-        lat.push_back(static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
+        lat.push_back(static_cast<std::uint32_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
       }
       reader_done[r] = Clock::now();
       if (sink == static_cast<std::size_t>(-1)) std::puts("");  // keeps `sink` observable
@@ -117,7 +118,8 @@ int run_mooncake(const MooncakeArgs& args) {
       "## mooncake: %zu workers x %zu copies, %llu requests, %zu events (%llu stored / %llu removed, %llu blocks "
       "stored), %zu ops; simulated in %.1f s; lanes %zu, find_matches threads %zu; load %s\n",
       args.workers, args.copies, static_cast<unsigned long long>(ops.stats.requests), ops.events.size(),
-      static_cast<unsigned long long>(ops.stats.stored_events), static_cast<unsigned long long>(ops.stats.removed_events),
+      static_cast<unsigned long long>(ops.stats.stored_events),
+      static_cast<unsigned long long>(ops.stats.removed_events),
       static_cast<unsigned long long>(ops.stats.stored_blocks), ops.ops.size(), seconds_since(t0), args.lanes,
       args.find_matches_concurrency, load_average().c_str());
 
@@ -127,7 +129,8 @@ int run_mooncake(const MooncakeArgs& args) {
     const double lo = std::log(static_cast<double>(std::max<std::uint64_t>(1, args.sweep_min_ms)));
     const double hi = std::log(static_cast<double>(std::max(args.sweep_max_ms, args.sweep_min_ms)));
     for (std::size_t i = 0; i < args.sweep_steps; ++i) {
-      windows.push_back(std::round(std::exp(hi - (hi - lo) * static_cast<double>(i) / static_cast<double>(args.sweep_steps - 1))));
+      windows.push_back(
+          std::round(std::exp(hi - (hi - lo) * static_cast<double>(i) / static_cast<double>(args.sweep_steps - 1))));
     }
   } else {
     windows.push_back(static_cast<double>(args.sim_duration_ms));
@@ -135,16 +138,22 @@ int run_mooncake(const MooncakeArgs& args) {
 
   Report report("mooncake");
   auto& sweep_json = report.extra()["windows"] = nlohmann::json::array();
-  report.extra()["workload"] = {{"workers", args.workers}, {"copies", args.copies}, {"requests", ops.stats.requests},
-                                {"events", ops.events.size()}, {"ops", ops.ops.size()},
-                                {"stored_blocks", ops.stats.stored_blocks}, {"lanes", args.lanes},
+  report.extra()["workload"] = {{"workers", args.workers},
+                                {"copies", args.copies},
+                                {"requests", ops.stats.requests},
+                                {"events", ops.events.size()},
+                                {"ops", ops.ops.size()},
+                                {"stored_blocks", ops.stats.stored_blocks},
+                                {"lanes", args.lanes},
                                 {"find_matches_concurrency", args.find_matches_concurrency},
-                                {"capacity_blocks", args.capacity_blocks}, {"store_chunk_blocks", args.store_chunk_blocks}};
+                                {"capacity_blocks", args.capacity_blocks},
+                                {"store_chunk_blocks", args.store_chunk_blocks}};
   struct Summary {
     double peak = 0, p99_at_peak = 0, steady_p99 = 0, steady_achieved = 0;
   };
   std::vector<std::pair<EngineKind, Summary>> summaries;
-  std::printf("| index | window ms | offered ops/s | achieved ops/s | find p50 µs | find p99 µs | find p999 µs | rejected |\n");
+  std::printf(
+      "| index | window ms | offered ops/s | achieved ops/s | find p50 µs | find p99 µs | find p999 µs | rejected |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const EngineKind kind : args.common.engine_kinds()) {
     Summary s;
@@ -155,9 +164,15 @@ int run_mooncake(const MooncakeArgs& args) {
                   format_value(w.offered).c_str(), format_value(w.achieved).c_str(), w.find.p50_us, w.find.p99_us,
                   w.find.p999_us, w.rejected);
       std::fflush(stdout);
-      sweep_json.push_back({{"index", engine_name(kind)}, {"window_ms", w.window_ms}, {"offered_ops_s", w.offered},
-                            {"achieved_ops_s", w.achieved}, {"elapsed_s", w.elapsed_s}, {"find_p50_us", w.find.p50_us},
-                            {"find_p99_us", w.find.p99_us}, {"find_p999_us", w.find.p999_us}, {"rejected", w.rejected}});
+      sweep_json.push_back({{"index", engine_name(kind)},
+                            {"window_ms", w.window_ms},
+                            {"offered_ops_s", w.offered},
+                            {"achieved_ops_s", w.achieved},
+                            {"elapsed_s", w.elapsed_s},
+                            {"find_p50_us", w.find.p50_us},
+                            {"find_p99_us", w.find.p99_us},
+                            {"find_p999_us", w.find.p999_us},
+                            {"rejected", w.rejected}});
       if (w.achieved > s.peak) {
         s.peak = w.achieved;
         s.p99_at_peak = w.find.p99_us;

@@ -25,7 +25,8 @@ int run_replay(const ReplayArgs& args) {
   }
   if (args.max_requests > 0 && trace.size() > args.max_requests) trace.resize(args.max_requests);
   const std::string path =
-      (std::filesystem::temp_directory_path() / ("kvidx-bench-replay-" + std::to_string(::getpid()) + ".jsonl")).string();
+      (std::filesystem::temp_directory_path() / ("kvidx-bench-replay-" + std::to_string(::getpid()) + ".jsonl"))
+          .string();
   WorkloadOptions options;
   options.workers = args.workers;
   options.copies = args.copies;
@@ -75,7 +76,8 @@ int run_replay(const ReplayArgs& args) {
     } else {
       auto engine = make_engine(kind, args.lanes);
       const auto t0 = Clock::now();
-      const auto read = read_event_log(path, BadLinePolicy::stop, [&](EventLogLine&& line) { engine->enqueue(std::move(line.event)); });
+      const auto read = read_event_log(path, BadLinePolicy::stop,
+                                       [&](EventLogLine&& line) { engine->enqueue(std::move(line.event)); });
       engine->flush();
       seconds = seconds_since(t0);
       if (!read.ok()) {

@@ -1,4 +1,5 @@
-// kvidx-bench summary: every figure of <json-dir>/{mooncake,synthetic,replay,e2e}.json and micro-gbench.json in one table.
+// kvidx-bench summary: every figure of <json-dir>/{mooncake,synthetic,replay,e2e}.json and micro-gbench.json in one
+// table.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -20,7 +21,8 @@ int run_summary(const std::string& json_dir) {
     try {
       const auto j = nlohmann::json::parse(in);
       if (j.contains("machine")) machine = j["machine"].get<std::string>();
-      if (j.contains("load_average")) loads += std::string(loads.empty() ? "" : ", ") + name + " " + j["load_average"].get<std::string>();
+      if (j.contains("load_average"))
+        loads += std::string(loads.empty() ? "" : ", ") + name + " " + j["load_average"].get<std::string>();
       for (const auto& r : j.at("rows")) rows.push_back(Report::row_from_json(r));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "kvidx-bench summary: %s: %s\n", path.c_str(), e.what());
@@ -62,7 +64,8 @@ int run_summary(const std::string& json_dir) {
         Row row{key, units[key].first, units[key].second, 0, {}};
         if (const auto it = values.find("kvidx"); it != values.end()) row.kvidx = it->second;
         for (const char* baseline : {"mutex-radix", "flat-hash"}) {
-          if (const auto it = values.find(baseline); it != values.end()) row.baselines.emplace_back(baseline, it->second);
+          if (const auto it = values.find(baseline); it != values.end())
+            row.baselines.emplace_back(baseline, it->second);
         }
         rows.push_back(std::move(row));
       }
@@ -71,9 +74,10 @@ int run_summary(const std::string& json_dir) {
       return 1;
     }
   }
-  std::printf("Machine: %s. Load average (1/5/15 min) as each part finished: %s.\n"
-              "Each baseline cell: its value and kvidx's advantage (> 1× means kvidx is better).\n\n",
-              machine.c_str(), loads.c_str());
+  std::printf(
+      "Machine: %s. Load average (1/5/15 min) as each part finished: %s.\n"
+      "Each baseline cell: its value and kvidx's advantage (> 1× means kvidx is better).\n\n",
+      machine.c_str(), loads.c_str());
   Report::print_rows(rows);
   return rows.empty() ? 1 : 0;
 }

@@ -41,7 +41,8 @@ Percentiles time_queries(const Engine& engine, const std::vector<std::vector<Loc
   for (const auto& q : queries) {
     const auto t0 = Clock::now();
     sink += engine.find(q);
-    ns.push_back(static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
+    ns.push_back(
+        static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
   }
   if (sink == static_cast<std::size_t>(-1)) std::puts("");
   return percentiles(ns);
@@ -75,7 +76,8 @@ int run_synthetic(const SyntheticArgs& args) {
   per_engine_options.per_engine_hashes = true;
   const SyntheticWorkload per_engine_workload = make_synthetic(per_engine_options);
   std::map<std::size_t, std::vector<std::vector<LocalBlockHash>>> queries;
-  for (const std::size_t length : {32, 128, 1024}) queries[length] = make_queries(workload, args.queries, length, length);
+  for (const std::size_t length : {32, 128, 1024})
+    queries[length] = make_queries(workload, args.queries, length, length);
   const auto mixed_queries = make_queries(workload, args.mixed_queries, options.depth, 7);
   // NOTE: the churn continues from the build's state; the same churn goes to every index.
   const auto busy_churn = make_churn(workload, args.churn_pairs);
@@ -158,7 +160,8 @@ int run_synthetic(const SyntheticArgs& args) {
           for (std::size_t i = r; i < mixed_queries.size(); i += readers) {
             const auto t0 = Clock::now();
             sink += engine->find(mixed_queries[i]);
-            lat[r].push_back(static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
+            lat[r].push_back(static_cast<std::uint32_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
           }
           if (sink == static_cast<std::size_t>(-1)) std::puts("");
         });
@@ -214,12 +217,18 @@ int run_synthetic(const SyntheticArgs& args) {
   }
 
   Report report("synthetic");
-  report.extra()["workload"] = {{"workers", options.workers}, {"tenants", options.tenants}, {"depth", options.depth},
+  report.extra()["workload"] = {{"workers", options.workers},
+                                {"tenants", options.tenants},
+                                {"depth", options.depth},
                                 {"prompt_blocks", options.prompt_blocks},
                                 {"sequences_per_worker", options.sequences_per_worker},
-                                {"stored_events", workload.build.size()}, {"stored_blocks", workload.stored_blocks},
-                                {"distinct_blocks", workload.distinct_blocks}, {"holdings", workload.holdings},
-                                {"churn_events", churn.size()}, {"churn_blocks", churn_blocks}, {"lanes", args.lanes},
+                                {"stored_events", workload.build.size()},
+                                {"stored_blocks", workload.stored_blocks},
+                                {"distinct_blocks", workload.distinct_blocks},
+                                {"holdings", workload.holdings},
+                                {"churn_events", churn.size()},
+                                {"churn_blocks", churn_blocks},
+                                {"lanes", args.lanes},
                                 {"readers", args.readers}};
   auto& raw = report.extra()["raw"] = nlohmann::json::object();
   for (const auto& [kind, f] : results) raw[engine_name(kind)] = f.values;
@@ -248,13 +257,14 @@ int run_synthetic(const SyntheticArgs& args) {
   for (const char* mode : {"idle", "busy"}) {
     for (const std::size_t length : {32, 128, 1024}) {
       for (const char* q : {"p50", "p99", "p999"}) {
-        row(fmt::format("find_matches {}-block, {} {}", length,
-                        std::string(mode) == "idle" ? "idle" : "under writers", q),
+        row(fmt::format("find_matches {}-block, {} {}", length, std::string(mode) == "idle" ? "idle" : "under writers",
+                        q),
             "µs", false, fmt::format("{}{}_{}", mode, length, q));
       }
     }
   }
-  row(fmt::format("mixed events+requests ({} lanes, {} readers)", args.lanes, args.readers), "ops/s", true, "mixed_ops");
+  row(fmt::format("mixed events+requests ({} lanes, {} readers)", args.lanes, args.readers), "ops/s", true,
+      "mixed_ops");
   row("mixed: find_matches p99", "µs", false, "mixed_p99");
   row("snapshot dump (largest tree)", "s", false, "dump_s");
   row("snapshot restore (largest tree)", "s", false, "restore_s");

@@ -80,7 +80,8 @@ OverlapScores FlatHashIndex::find_matches(std::span<const LocalBlockHash> query,
     if (depth == 0) {
       active = holders;
     } else {
-      std::erase_if(active, [&](WorkerWithDpRank w) { return std::find(holders.begin(), holders.end(), w) == holders.end(); });
+      std::erase_if(active,
+                    [&](WorkerWithDpRank w) { return std::find(holders.begin(), holders.end(), w) == holders.end(); });
     }
     if (active.empty()) break;
     for (const auto w : active) scores[w] = static_cast<std::uint32_t>(depth + 1);
@@ -103,7 +104,8 @@ std::vector<RouterEvent> FlatHashIndex::dump_events() const {
       KvCacheStoreData data;
       if (entry.has_parent) data.parent_hash = entry.parent;
       data.blocks.push_back(StoredBlock{hash, entry.local, std::nullopt});
-      out.push_back(RouterEvent{holder.worker_id, KvCacheEvent{out.size(), std::move(data), holder.dp_rank}, std::nullopt});
+      out.push_back(
+          RouterEvent{holder.worker_id, KvCacheEvent{out.size(), std::move(data), holder.dp_rank}, std::nullopt});
     }
   }
   return out;

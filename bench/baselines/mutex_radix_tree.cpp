@@ -138,7 +138,8 @@ std::vector<RouterEvent> MutexRadixTree::dump_events() const {
       KvCacheStoreData data;
       if (node->parent != root_.get()) data.parent_hash = node->parent->external;
       data.blocks.push_back(StoredBlock{node->external, node->local, std::nullopt});
-      out.push_back(RouterEvent{holder.worker_id, KvCacheEvent{out.size(), std::move(data), holder.dp_rank}, std::nullopt});
+      out.push_back(
+          RouterEvent{holder.worker_id, KvCacheEvent{out.size(), std::move(data), holder.dp_rank}, std::nullopt});
     }
     for (const auto& [key, child] : node->children) queue.push_back(child.get());
   }

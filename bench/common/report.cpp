@@ -119,8 +119,8 @@ void Report::print_rows(const std::vector<Row>& rows) {
 void Report::print() const { print_rows(rows_); }
 
 nlohmann::json Report::row_to_json(const Row& row) {
-  nlohmann::json j{{"figure", row.figure}, {"unit", row.unit}, {"higher_is_better", row.higher_is_better},
-                   {"kvidx", row.kvidx}};
+  nlohmann::json j{
+      {"figure", row.figure}, {"unit", row.unit}, {"higher_is_better", row.higher_is_better}, {"kvidx", row.kvidx}};
   auto& b = j["baselines"] = nlohmann::json::array();
   for (const auto& [name, value] : row.baselines) {
     b.push_back({{"name", name}, {"value", value}, {"kvidx_advantage", advantage(row, value)}});
@@ -134,7 +134,8 @@ Row Report::row_from_json(const nlohmann::json& j) {
   row.unit = j.at("unit").get<std::string>();
   row.higher_is_better = j.at("higher_is_better").get<bool>();
   row.kvidx = j.at("kvidx").get<double>();
-  for (const auto& b : j.at("baselines")) row.baselines.emplace_back(b.at("name").get<std::string>(), b.at("value").get<double>());
+  for (const auto& b : j.at("baselines"))
+    row.baselines.emplace_back(b.at("name").get<std::string>(), b.at("value").get<double>());
   return row;
 }
 

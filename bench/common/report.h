@@ -24,7 +24,7 @@ struct Percentiles {
 };
 Percentiles percentiles(std::vector<std::uint32_t>& latencies_ns);  // sorts its argument
 
-std::size_t rss_bytes();  // VmRSS from /proc/self/status
+std::size_t rss_bytes();     // VmRSS from /proc/self/status
 void release_free_memory();  // malloc_trim, so RSS deltas measure what is live
 
 std::string machine_description();  // CPU model, cores, memory

@@ -78,13 +78,15 @@ SyntheticWorkload make_synthetic(const SyntheticOptions& options) {
   w.prompt_local.resize(o.tenants);
   w.prompt_ext.resize(o.tenants);
   for (std::size_t t = 0; t < o.tenants; ++t) {
-    for (std::size_t i = 0; i < o.prompt_blocks; ++i) w.prompt_local[t].push_back(LocalBlockHash{block_local(o.seed, 1, t, i)});
+    for (std::size_t i = 0; i < o.prompt_blocks; ++i)
+      w.prompt_local[t].push_back(LocalBlockHash{block_local(o.seed, 1, t, i)});
     w.prompt_ext[t] = compute_sequence_hashes(w.prompt_local[t]);
   }
   w.body_locals.resize(o.bodies);
   w.body_ext.resize(o.bodies);
   for (std::size_t b = 0; b < o.bodies; ++b) {
-    for (std::size_t i = 0; i < body_blocks; ++i) w.body_locals[b].push_back(LocalBlockHash{block_local(o.seed, 2, b, i)});
+    for (std::size_t i = 0; i < body_blocks; ++i)
+      w.body_locals[b].push_back(LocalBlockHash{block_local(o.seed, 2, b, i)});
     w.body_ext[b] = compute_sequence_hashes(w.body_locals[b], w.prompt_ext[b % o.tenants].back());
   }
   w.held.assign(o.workers, {});
@@ -106,8 +108,9 @@ SyntheticWorkload make_synthetic(const SyntheticOptions& options) {
     }
     w.holdings += w.held[worker].size() * body_blocks;
   }
-  w.distinct_blocks = static_cast<std::uint64_t>(std::count(body_used.begin(), body_used.end(), true)) * body_blocks +
-                      static_cast<std::uint64_t>(std::count(prompt_used.begin(), prompt_used.end(), true)) * o.prompt_blocks;
+  w.distinct_blocks =
+      static_cast<std::uint64_t>(std::count(body_used.begin(), body_used.end(), true)) * body_blocks +
+      static_cast<std::uint64_t>(std::count(prompt_used.begin(), prompt_used.end(), true)) * o.prompt_blocks;
   for (const auto& e : w.build) w.stored_blocks += std::get<KvCacheStoreData>(e.event.data).blocks.size();
   return w;
 }
@@ -126,7 +129,8 @@ std::vector<RouterEvent> make_churn(SyntheticWorkload& w, std::size_t pairs) {
     KvCacheRemoveData removed;
     removed.block_hashes.reserve(w.body_ext[body].size());
     for (const auto hash : w.body_ext[body]) removed.block_hashes.push_back(w.name(worker, hash));
-    out.push_back(RouterEvent{worker + 1, KvCacheEvent{w.next_event_id[worker]++, std::move(removed), 0}, std::nullopt});
+    out.push_back(
+        RouterEvent{worker + 1, KvCacheEvent{w.next_event_id[worker]++, std::move(removed), 0}, std::nullopt});
     store_sequence(w, worker, pick_body(w, worker), out);
   }
   return out;
@@ -156,7 +160,8 @@ bool make_mooncake_ops(const std::string& trace_path, const WorkloadOptions& opt
     error = trace_path + ": empty trace";
     return false;
   }
-  std::stable_sort(trace.begin(), trace.end(), [](const auto& a, const auto& b) { return a.timestamp_ms < b.timestamp_ms; });
+  std::stable_sort(trace.begin(), trace.end(),
+                   [](const auto& a, const auto& b) { return a.timestamp_ms < b.timestamp_ms; });
   if (max_requests > 0 && trace.size() > max_requests) trace.resize(max_requests);
   const std::uint64_t first = trace.front().timestamp_ms;
   const std::uint64_t span = std::max<std::uint64_t>(1, trace.back().timestamp_ms - first);

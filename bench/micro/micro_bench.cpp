@@ -135,7 +135,8 @@ void BM_ApplyStoreRemove(benchmark::State& state) {
     for (const auto& e : cycle) index.apply(lookup, e);
   }
   state.SetItemsProcessed(state.iterations() * 2);
-  state.counters["blocks/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * 256, benchmark::Counter::kIsRate);
+  state.counters["blocks/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 256, benchmark::Counter::kIsRate);
 }
 
 void BM_DecodeStored128(benchmark::State& state) {

@@ -35,10 +35,10 @@ struct IntakeOptions {
 struct IntakeTally {
   std::array<std::uint64_t, 3> accepted_by_kind{};
   std::array<std::uint64_t, 3> duplicates_by_kind{};
-  std::uint64_t gaps = 0;            // gap occurrences
-  std::uint64_t missing_events = 0;  // sum of gap sizes
-  std::uint64_t resets = 0;          // publisher restarts
-  std::uint64_t clears_inserted = 0; // restarts + gaps under clear_on_gap
+  std::uint64_t gaps = 0;             // gap occurrences
+  std::uint64_t missing_events = 0;   // sum of gap sizes
+  std::uint64_t resets = 0;           // publisher restarts
+  std::uint64_t clears_inserted = 0;  // restarts + gaps under clear_on_gap
 
   std::uint64_t accepted() const { return accepted_by_kind[0] + accepted_by_kind[1] + accepted_by_kind[2]; }
   std::uint64_t duplicates() const { return duplicates_by_kind[0] + duplicates_by_kind[1] + duplicates_by_kind[2]; }

@@ -27,8 +27,8 @@ class IntakeFeed {
  private:
   LaneIndexer& indexer_;
   EventIntake intake_;
-  std::vector<RouterEvent> copied_;   // scratch of deliver_copy
-  std::vector<RouterEvent> to_lanes_; // scratch: sequenced, not yet enqueued
+  std::vector<RouterEvent> copied_;    // scratch of deliver_copy
+  std::vector<RouterEvent> to_lanes_;  // scratch: sequenced, not yet enqueued
 };
 
 }  // namespace kvidx

@@ -41,9 +41,9 @@ enum class SequenceVerdict : std::uint8_t { apply, duplicate, gap, reset };
 
 struct SequenceDecision {
   SequenceVerdict verdict = SequenceVerdict::apply;
-  bool clear_stream_first = false;  // reset, or gap with clear_on_gap
-  std::uint64_t missing = 0;        // gap: events skipped between the watermark and this id
-  bool first_gap_in_stream = false; // gap: log it (only the first gap of each stream is logged)
+  bool clear_stream_first = false;   // reset, or gap with clear_on_gap
+  std::uint64_t missing = 0;         // gap: events skipped between the watermark and this id
+  bool first_gap_in_stream = false;  // gap: log it (only the first gap of each stream is logged)
 
   bool should_apply() const { return verdict != SequenceVerdict::duplicate; }
 };

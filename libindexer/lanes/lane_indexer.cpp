@@ -227,7 +227,8 @@ IndexerStatus LaneIndexer::reset_worker_dp_rank_and_wait(WorkerId worker_id, DpR
   {
     auto order = exclusive_decision_order();
     if (pruner_) pruner_->remove_stream(stream);
-    completion = start_barrier(std::span<const LaneId>(&lane, 1), LaneTask{TaskKind::remove_stream, {}, stream, nullptr});
+    completion =
+        start_barrier(std::span<const LaneId>(&lane, 1), LaneTask{TaskKind::remove_stream, {}, stream, nullptr});
   }
   return finish_barrier(*completion);
 }

@@ -8,7 +8,8 @@
 //   A cold remove_worker_dp_rank reserves a lane for that reason; a cold remove_worker does not
 //   (it runs on every lane).
 // - A lane owns the WorkerLookups of its streams (DirectLookup); no other thread touches them.
-// - Every barrier (flush, dump, shard_sizes, get_workers, remove_worker, reset) is a FIFO marker: it completes when the lane
+// - Every barrier (flush, dump, shard_sizes, get_workers, remove_worker, reset) is a FIFO marker: it completes when the
+// lane
 //   has finished every task accepted before it. It says nothing about individual event results;
 //   those are logged by the lane.
 // - A lane whose task throws logs once, marks the whole indexer offline and keeps draining its
@@ -90,8 +91,8 @@ struct ApproximateModeMetrics {
 // Counters of applied events, read without stopping the lanes (each value is exact, the set is
 // not a snapshot taken at one instant).
 struct LaneIndexerMetrics {
-  static constexpr std::size_t kKinds = 3;     // EventKind
-  static constexpr std::size_t kStatuses = 4;  // ApplyStatus
+  static constexpr std::size_t kKinds = 3;                             // EventKind
+  static constexpr std::size_t kStatuses = 4;                          // ApplyStatus
   std::array<std::array<std::uint64_t, kStatuses>, kKinds> applied{};  // [EventKind][ApplyStatus]
   std::vector<std::size_t> lane_queue_depths;                          // tasks waiting per lane
   // Synthetic events are also counted in `applied` (they go through the tree like any event).
@@ -224,12 +225,12 @@ class LaneIndexer {
 
   struct LaneTask {
     TaskKind kind = TaskKind::event;
-    RouterEvent event;                      // *_event kinds
-    WorkerWithDpRank stream;                // remove_stream; worker_id also for remove_worker
-    std::shared_ptr<Completion> completion;  // barrier-like tasks
+    RouterEvent event;                              // *_event kinds
+    WorkerWithDpRank stream;                        // remove_stream; worker_id also for remove_worker
+    std::shared_ptr<Completion> completion;         // barrier-like tasks
     std::shared_ptr<ObservationRun> observation{};  // observe_install
-    std::uint32_t correlation_id = 0;             // observed_event
-    std::uint64_t accepted_ns = 0;                // observed_event
+    std::uint32_t correlation_id = 0;               // observed_event
+    std::uint64_t accepted_ns = 0;                  // observed_event
   };
 
   struct Lane {
@@ -274,7 +275,7 @@ class LaneIndexer {
 
   mutable std::shared_mutex assignment_mutex_;
   std::unordered_map<WorkerWithDpRank, LaneId, WorkerWithDpRankHasher> assignments_;  // guarded
-  std::size_t next_assignment_ = 0;                                                    // guarded
+  std::size_t next_assignment_ = 0;                                                   // guarded
 
   // NOTE: relaxed increments by the lane threads; readers only need each counter to be exact.
   std::array<std::array<std::atomic<std::uint64_t>, LaneIndexerMetrics::kStatuses>, LaneIndexerMetrics::kKinds>

@@ -99,7 +99,7 @@ void ObservationLease::end(bool harvested) {
 }
 
 ObservationOutcome<ObservedReceipt> ObservationLease::enqueue_observed(RouterEvent event,
-                                                                      std::uint32_t correlation_id) const {
+                                                                       std::uint32_t correlation_id) const {
   LaneIndexer& indexer = *indexer_;
   if (!indexer.observation_active_.load(std::memory_order_acquire)) return ObservationError::producers_closed;
   const auto lane = indexer.assigned_lane(event.stream());
@@ -125,8 +125,7 @@ void ObservationLease::note_queue_depths() const {
 bool ObservationLease::install_on_lanes() const {
   LaneIndexer::LaneTask task{LaneIndexer::TaskKind::observe_install, {}, {}, nullptr};
   task.observation = run_;
-  return indexer_->finish_barrier(*indexer_->start_barrier(indexer_->all_lanes_, std::move(task))) ==
-         IndexerStatus::ok;
+  return indexer_->finish_barrier(*indexer_->start_barrier(indexer_->all_lanes_, std::move(task))) == IndexerStatus::ok;
 }
 
 bool ObservationLease::seal_lanes() const { return barrier_on_every_lane(LaneIndexer::TaskKind::observe_seal); }
@@ -135,12 +134,11 @@ bool ObservationLease::drop_from_lanes() const { return barrier_on_every_lane(La
 
 bool ObservationLease::barrier_on_every_lane(LaneIndexer::TaskKind kind) const {
   LaneIndexer::LaneTask task{kind, {}, {}, nullptr};
-  return indexer_->finish_barrier(*indexer_->start_barrier(indexer_->all_lanes_, std::move(task))) ==
-         IndexerStatus::ok;
+  return indexer_->finish_barrier(*indexer_->start_barrier(indexer_->all_lanes_, std::move(task))) == IndexerStatus::ok;
 }
 
 ObservationOutcome<ObservedReceipt> ObservationSession::enqueue_observed(RouterEvent event,
-                                                                        std::uint32_t correlation_id) const {
+                                                                         std::uint32_t correlation_id) const {
   return lease_.enqueue_observed(std::move(event), correlation_id);
 }
 

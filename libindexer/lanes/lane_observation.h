@@ -99,9 +99,9 @@ struct ObservationSeal {
 };
 
 struct ObservationSnapshot {
-  std::vector<ObservationSeal> seals;              // one per lane, by lane id
-  std::vector<LaneObservationBuffer> buffers;      // one per lane, by lane id
-  std::vector<std::size_t> queue_depth_at_stop;    // tasks waiting per lane when producers closed
+  std::vector<ObservationSeal> seals;            // one per lane, by lane id
+  std::vector<LaneObservationBuffer> buffers;    // one per lane, by lane id
+  std::vector<std::size_t> queue_depth_at_stop;  // tasks waiting per lane when producers closed
 
   std::uint64_t latest_seal_ns() const;
 };
@@ -116,8 +116,9 @@ struct ObservationRun {
 
   std::uint64_t elapsed_ns() const {
     const auto elapsed = std::chrono::steady_clock::now() - epoch;
-    return elapsed.count() < 0 ? 0 : static_cast<std::uint64_t>(
-                                         std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+    return elapsed.count() < 0
+               ? 0
+               : static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
   }
   // Lane-thread side, right after the lane applied the observed event.
   void record(LaneId lane, std::uint32_t correlation_id, std::uint64_t accepted_ns) {

@@ -27,15 +27,13 @@ RoutingDecisionPruner::RoutingDecisionPruner(PruneConfig config, Clock clock)
   if (!clock_) throw std::invalid_argument("RoutingDecisionPruner: empty clock");
 }
 
-RecordedDecision RoutingDecisionPruner::record_decision(WorkerWithDpRank stream,
-                                                        std::span<const LocalBlockHash> locals,
+RecordedDecision RoutingDecisionPruner::record_decision(WorkerWithDpRank stream, std::span<const LocalBlockHash> locals,
                                                         std::span<const ExternalSequenceBlockHash> sequence) {
   std::lock_guard lock(mutex_);
   return record_locked(stream, locals, sequence);
 }
 
-RecordedDecision RoutingDecisionPruner::record_decision(WorkerWithDpRank stream,
-                                                        std::span<const LocalBlockHash> locals,
+RecordedDecision RoutingDecisionPruner::record_decision(WorkerWithDpRank stream, std::span<const LocalBlockHash> locals,
                                                         std::span<const ExternalSequenceBlockHash> sequence,
                                                         const EventSink& sink) {
   std::lock_guard lock(mutex_);
@@ -50,7 +48,7 @@ RecordedDecision RoutingDecisionPruner::record_decision(WorkerWithDpRank stream,
 }
 
 RecordedDecision RoutingDecisionPruner::record_locked(WorkerWithDpRank stream, std::span<const LocalBlockHash> locals,
-                                                     std::span<const ExternalSequenceBlockHash> sequence) {
+                                                      std::span<const ExternalSequenceBlockHash> sequence) {
   RecordedDecision result;
   if (locals.size() != sequence.size()) {
     result.status = DecisionStatus::length_mismatch;

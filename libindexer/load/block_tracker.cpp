@@ -28,8 +28,8 @@ std::size_t matched_length(std::span<const ExternalSequenceBlockHash> edge,
   // Sequence hashes commit to their prefix, so agreement at the last probed block implies
   // agreement on every block before it; only a disagreement needs the scan.
   if (edge[probe - 1] == prompt[probe - 1]) return probe;
-  const auto [edge_end, prompt_end] = std::mismatch(edge.begin(), edge.begin() + static_cast<std::ptrdiff_t>(probe),
-                                                    prompt.begin());
+  const auto [edge_end, prompt_end] =
+      std::mismatch(edge.begin(), edge.begin() + static_cast<std::ptrdiff_t>(probe), prompt.begin());
   return static_cast<std::size_t>(edge_end - edge.begin());
 }
 

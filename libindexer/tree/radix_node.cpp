@@ -95,8 +95,9 @@ std::optional<ParentEdgePlan> RadixNode::plan_store_parent_edge(ExternalSequence
   for (std::uint32_t i = 0; i < edge_.size(); ++i) {
     if (edge_[i].external == parent) {
       const bool at_tail = i + 1 == edge_.size();
-      return ParentEdgePlan{i, shape_version_,
-                            at_tail ? ParentEdgePlanAction::insert_from_parent : ParentEdgePlanAction::continue_in_edge};
+      return ParentEdgePlan{
+          i, shape_version_,
+          at_tail ? ParentEdgePlanAction::insert_from_parent : ParentEdgePlanAction::continue_in_edge};
     }
   }
   return std::nullopt;

@@ -72,7 +72,7 @@ class ChildTable {
 
 // Result of reading an edge against the start of a Stored chain under a shared lock.
 struct StorePrefixScan {
-  std::uint32_t matched = 0;      // leading blocks of the chain equal to the edge's leading blocks
+  std::uint32_t matched = 0;  // leading blocks of the chain equal to the edge's leading blocks
   std::uint32_t edge_length = 0;
   std::uint64_t shape_version = 0;
 };
@@ -102,7 +102,8 @@ struct ParentEdgeStep {
 
 class RadixNode {
  public:
-  RadixNode(std::uint32_t start_depth, std::vector<EdgeBlock> edge) : start_depth_(start_depth), edge_(std::move(edge)) {}
+  RadixNode(std::uint32_t start_depth, std::vector<EdgeBlock> edge)
+      : start_depth_(start_depth), edge_(std::move(edge)) {}
   RadixNode(const RadixNode&) = delete;
   RadixNode& operator=(const RadixNode&) = delete;
   ~RadixNode() = default;

@@ -97,8 +97,9 @@ ApplyResult ConcurrentRadixTree::apply_event(DirectLookup& lookup, const RouterE
   return {ApplyStatus::invalid, "unknown event kind"};
 }
 
-std::optional<ConcurrentRadixTree::LockedBlock> ConcurrentRadixTree::locate_held_block(
-    WorkerSlot slot, NodeRef start, ExternalSequenceBlockHash hash, std::uint32_t depth) const {
+std::optional<ConcurrentRadixTree::LockedBlock> ConcurrentRadixTree::locate_held_block(WorkerSlot slot, NodeRef start,
+                                                                                       ExternalSequenceBlockHash hash,
+                                                                                       std::uint32_t depth) const {
   if (!start) return std::nullopt;
   NodeRef node = std::move(start);
   ExclusiveLock lock(node->mutex_);

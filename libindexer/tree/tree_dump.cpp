@@ -1,7 +1,8 @@
 // ConcurrentRadixTree read out whole: the tree as Stored events (snapshots, `kvidx dump`) and the
 // edge length of every node (stats). A dump has, per stream, one event per stretch of its coverage
 // between branching nodes (a linear chain is one event across pass-through nodes), each block under
-// the stream's own external hash, so replaying it rebuilds the same index and lookups. Both take shared locks node by node, concurrently with writers.
+// the stream's own external hash, so replaying it rebuilds the same index and lookups. Both take shared locks node by
+// node, concurrently with writers.
 #include "libindexer/tree/radix_tree.h"
 
 #include <algorithm>
@@ -21,7 +22,7 @@ std::vector<RouterEvent> ConcurrentRadixTree::dump_events() const {
   struct Pending {
     NodeRef node;
     std::shared_ptr<const std::vector<SlotTail>> parent_tails;  // sorted by slot; null below the root
-    std::vector<std::pair<WorkerSlot, std::size_t>> open;        // events continuing into this node
+    std::vector<std::pair<WorkerSlot, std::size_t>> open;       // events continuing into this node
   };
   std::vector<RouterEvent> events;
   std::vector<Pending> stack;
@@ -64,8 +65,8 @@ std::vector<RouterEvent> ConcurrentRadixTree::dump_events() const {
         const WorkerWithDpRank stream = registry_.stream_of(entry.slot);
         KvCacheStoreData data;
         data.parent_hash = parent;
-        events.push_back(RouterEvent{stream.worker_id, KvCacheEvent{events.size(), std::move(data), stream.dp_rank},
-                                     std::nullopt});
+        events.push_back(
+            RouterEvent{stream.worker_id, KvCacheEvent{events.size(), std::move(data), stream.dp_rank}, std::nullopt});
       }
       // Each stream's own names (edge_names.h), so the dump replays to the same lookups.
       auto& blocks = std::get<KvCacheStoreData>(events[index].event.data).blocks;

@@ -25,8 +25,7 @@ struct RemovalTarget {
 }  // namespace
 
 ApplyResult ConcurrentRadixTree::apply_removed(WorkerLookup& lookup, WorkerSlot slot,
-                                               std::span<const ExternalSequenceBlockHash> hashes,
-                                               const NodeRef& hint) {
+                                               std::span<const ExternalSequenceBlockHash> hashes, const NodeRef& hint) {
   std::vector<RemovalTarget> targets;
   targets.reserve(hashes.size());
   std::size_t unknown = 0;

@@ -27,7 +27,8 @@ ApplyResult ConcurrentRadixTree::store_after(WorkerLookup& lookup, WorkerSlot sl
                                              ExternalSequenceBlockHash parent, std::span<const StoredBlock> blocks,
                                              const NodeRef& start) {
   std::optional<LockedBlock> held = locate_held_block(slot, start, parent, parent_entry.depth);
-  if (!held && start != parent_entry.node) held = locate_held_block(slot, parent_entry.node, parent, parent_entry.depth);
+  if (!held && start != parent_entry.node)
+    held = locate_held_block(slot, parent_entry.node, parent, parent_entry.depth);
   if (!held) {
     // The entry outlived the block (cut below a removed ancestor). It stays until the stream names
     // the block in a Removed or clears: a rejected Stored changes nothing.

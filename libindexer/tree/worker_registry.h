@@ -60,7 +60,7 @@ class WorkerRegistry {
 
   mutable std::shared_mutex mutex_;
   std::unordered_map<WorkerWithDpRank, WorkerSlot, WorkerWithDpRankHasher> slots_;  // guarded by mutex_
-  std::array<std::atomic<Chunk*>, kMaxChunks> chunks_{};  // owned; written under mutex_
+  std::array<std::atomic<Chunk*>, kMaxChunks> chunks_{};                            // owned; written under mutex_
   std::atomic<std::uint32_t> next_slot_{0};
 };
 

@@ -54,11 +54,13 @@ TEST_CASE("capture of a live stream replays to the service's own dump, score and
   ChildProcess serve({kKvidx, "serve", "--nats", server.url(), "--metrics", "off", "--snapshot-interval", "0"},
                      dir.file("serve.log"));
   // The service creates the events stream; publish waits for it.
-  REQUIRE(wait_until([&] {
-    return run_command({kKvidx, "stats", "--nats", server.url(), "--timeout", "1"}).exit_code == 0;
-  }, std::chrono::seconds(20)));
-  ChildProcess capture({kKvidx, "capture", "--nats", server.url(), "--out", dir.file("captured.jsonl.gz"),
-                        "--max", "186", "--duration", "30"},
+  REQUIRE(wait_until(
+      [&] {
+        return run_command({kKvidx, "stats", "--nats", server.url(), "--timeout", "1"}).exit_code == 0;
+      },
+      std::chrono::seconds(20)));
+  ChildProcess capture({kKvidx, "capture", "--nats", server.url(), "--out", dir.file("captured.jsonl.gz"), "--max",
+                        "186", "--duration", "30"},
                        dir.file("capture.log"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let capture subscribe
   auto published = run_command({kKvidx, "publish", "--nats", server.url(), "--events", dir.file("events.jsonl")});
@@ -69,11 +71,13 @@ TEST_CASE("capture of a live stream replays to the service's own dump, score and
 
   // Wait until the service has applied everything (120 streams + 80 tails - removed tails).
   std::string live;
-  REQUIRE(wait_until([&] {
-    auto dump = run_command({kKvidx, "dump", "--nats", server.url()});
-    live = dump.out;
-    return dump.exit_code == 0 && dump_holdings(live).size() == 80 * 5 - 26 * 1;
-  }, std::chrono::seconds(30)));
+  REQUIRE(wait_until(
+      [&] {
+        auto dump = run_command({kKvidx, "dump", "--nats", server.url()});
+        live = dump.out;
+        return dump.exit_code == 0 && dump_holdings(live).size() == 80 * 5 - 26 * 1;
+      },
+      std::chrono::seconds(30)));
 
   auto offline = run_command({kKvidx, "dump", "--events", dir.file("captured.jsonl.gz")});
   REQUIRE_MESSAGE(offline.exit_code == 0, offline.err);
@@ -99,4 +103,4 @@ TEST_CASE("capture of a live stream replays to the service's own dump, score and
   CHECK(unreachable.exit_code == 4);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("integration")

@@ -163,8 +163,8 @@ TEST_CASE("kvidx publish counts what JetStream acknowledged: no stream captures 
         std::string::npos);
 
   // The stream exists, but nothing captures other.events.*: the server answers every publish with an error.
-  auto lost = run_command({kKvidx, "publish", "--nats", server.url(), "--events", dir.file("events.jsonl"),
-                           "--subject-prefix", "other"});
+  auto lost = run_command(
+      {kKvidx, "publish", "--nats", server.url(), "--events", dir.file("events.jsonl"), "--subject-prefix", "other"});
   INFO(lost.err);
   CHECK(lost.exit_code == 5);
   CHECK(lost.err.find("0 events published (jetstream) and acknowledged by the server, of 7 read") != std::string::npos);
@@ -190,13 +190,13 @@ TEST_CASE("kvidx publish names the events the server did not take: larger than m
     REQUIRE(js.value().ensure_stream({"KV_EVENTS", {"kv.events.>"}}).ok());
   }
   // 5 events, the 2nd and 4th of ~6 KB: over the server's max_payload.
-  write_log(dir.file("events.jsonl"), {event_with_blocks(1, 1, 2), event_with_blocks(2, 100, 100),
-                                       event_with_blocks(3, 300, 2), event_with_blocks(4, 400, 100),
-                                       event_with_blocks(5, 600, 2)});
+  write_log(dir.file("events.jsonl"),
+            {event_with_blocks(1, 1, 2), event_with_blocks(2, 100, 100), event_with_blocks(3, 300, 2),
+             event_with_blocks(4, 400, 100), event_with_blocks(5, 600, 2)});
   for (const char* mode : {"core", "jetstream"}) {
     CAPTURE(mode);
-    auto result = run_command(
-        {kKvidx, "publish", "--nats", server.url(), "--events", dir.file("events.jsonl"), "--mode", mode});
+    auto result =
+        run_command({kKvidx, "publish", "--nats", server.url(), "--events", dir.file("events.jsonl"), "--mode", mode});
     INFO(result.err);
     CHECK(result.exit_code == 5);
     CHECK(result.err.find("3 events published (" + std::string(mode) + ") and acknowledged by the server, of 5 read") !=
@@ -206,4 +206,4 @@ TEST_CASE("kvidx publish names the events the server did not take: larger than m
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("integration")

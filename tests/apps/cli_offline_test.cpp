@@ -72,19 +72,26 @@ TEST_CASE("kvidx replay answers queries sorted by worker and rank, only scores a
   write_sample_log(dir.file("events.jsonl"), false);
   {
     std::ofstream queries(dir.file("queries.jsonl"));
-    queries << R"({"id": "a", "local_hashes": [1, 2, 3, 4, 5]})" << "\n\n";
-    queries << R"({"id": 2, "local_hashes": [1, 2, 3, 6]})" << "\n";
-    queries << R"({"id": null, "local_hashes": [9]})" << "\n";
+    queries << R"({"id": "a", "local_hashes": [1, 2, 3, 4, 5]})"
+            << "\n\n";
+    queries << R"({"id": 2, "local_hashes": [1, 2, 3, 6]})"
+            << "\n";
+    queries << R"({"id": null, "local_hashes": [9]})"
+            << "\n";
   }
   auto result = run_command({kKvidx, "replay", "--events", dir.file("events.jsonl"), "--queries",
                              dir.file("queries.jsonl"), "--scores-out", dir.file("scores.jsonl")});
   CHECK_MESSAGE(result.exit_code == 0, result.err);
   const auto lines = lines_of(read_file(dir.file("scores.jsonl")));
   REQUIRE(lines.size() == 3);
-  CHECK(nlohmann::json::parse(lines[0]) == nlohmann::json::parse(
-      R"({"id":"a","scores":[{"worker_id":1,"dp_rank":0,"score":5},{"worker_id":2,"dp_rank":0,"score":3},{"worker_id":2,"dp_rank":1,"score":1}]})"));
-  CHECK(nlohmann::json::parse(lines[1]) == nlohmann::json::parse(
-      R"({"id":2,"scores":[{"worker_id":1,"dp_rank":0,"score":3},{"worker_id":2,"dp_rank":0,"score":4},{"worker_id":2,"dp_rank":1,"score":1}]})"));
+  CHECK(
+      nlohmann::json::parse(lines[0]) ==
+      nlohmann::json::parse(
+          R"({"id":"a","scores":[{"worker_id":1,"dp_rank":0,"score":5},{"worker_id":2,"dp_rank":0,"score":3},{"worker_id":2,"dp_rank":1,"score":1}]})"));
+  CHECK(
+      nlohmann::json::parse(lines[1]) ==
+      nlohmann::json::parse(
+          R"({"id":2,"scores":[{"worker_id":1,"dp_rank":0,"score":3},{"worker_id":2,"dp_rank":0,"score":4},{"worker_id":2,"dp_rank":1,"score":1}]})"));
   CHECK(nlohmann::json::parse(lines[2]) == nlohmann::json::parse(R"({"id":null,"scores":[]})"));
   CHECK(result.err.find("stored") != std::string::npos);
   CHECK(result.err.find("events/s") != std::string::npos);
@@ -93,8 +100,8 @@ TEST_CASE("kvidx replay answers queries sorted by worker and rank, only scores a
 TEST_CASE("kvidx replay --snapshot-out replays to an identical dump") {
   TempDir dir;
   write_sample_log(dir.file("events.jsonl"), false);
-  auto first = run_command({kKvidx, "replay", "--events", dir.file("events.jsonl"), "--snapshot-out",
-                            dir.file("snapshot.jsonl.gz")});
+  auto first = run_command(
+      {kKvidx, "replay", "--events", dir.file("events.jsonl"), "--snapshot-out", dir.file("snapshot.jsonl.gz")});
   REQUIRE_MESSAGE(first.exit_code == 0, first.err);
   auto dump_original = run_command({kKvidx, "dump", "--events", dir.file("events.jsonl")});
   auto dump_restored = run_command({kKvidx, "dump", "--events", dir.file("snapshot.jsonl.gz")});

@@ -42,16 +42,19 @@ struct LiveService {
   LiveService(const TempDir& dir, std::vector<std::string> extra)
       : serve(
             [&] {
-              std::vector<std::string> args{kKvidx, "serve", "--nats", server.url(), "--metrics", "off",
-                                            "--snapshot-interval", "0"};
+              std::vector<std::string> args{
+                  kKvidx, "serve", "--nats", server.url(), "--metrics", "off", "--snapshot-interval", "0"};
               args.insert(args.end(), extra.begin(), extra.end());
               return args;
             }(),
             dir.file("serve.log")) {}
 
   bool wait_ready() {
-    return wait_until([&] { return run_command({kKvidx, "stats", "--nats", server.url(), "--timeout", "1"}).exit_code == 0; },
-                      std::chrono::seconds(20));
+    return wait_until(
+        [&] {
+          return run_command({kKvidx, "stats", "--nats", server.url(), "--timeout", "1"}).exit_code == 0;
+        },
+        std::chrono::seconds(20));
   }
 
   nlohmann::json stats() {
@@ -62,11 +65,13 @@ struct LiveService {
 
   // Waits until every published line was either handed to the lanes or skipped as a duplicate.
   bool wait_all_taken(std::uint64_t lines) {
-    return wait_until([&] {
-      const auto s = stats();
-      return s.contains("events_applied") &&
-             s["events_applied"].get<std::uint64_t>() + s["duplicates"].get<std::uint64_t>() == lines;
-    }, std::chrono::seconds(30));
+    return wait_until(
+        [&] {
+          const auto s = stats();
+          return s.contains("events_applied") &&
+                 s["events_applied"].get<std::uint64_t>() + s["duplicates"].get<std::uint64_t>() == lines;
+        },
+        std::chrono::seconds(30));
   }
 };
 
@@ -197,10 +202,12 @@ TEST_CASE("replay of a log with a redelivered remove and a publisher restart sco
   REQUIRE_MESSAGE(published.exit_code == 0, published.err);
   // Live: the redelivery is skipped; the restart clears worker 1 first, so the Stored under 1 is
   // rejected (parent not found).
-  REQUIRE(wait_until([&] {
-    const auto s = live.stats();
-    return s.contains("apply_parent_not_found") && s["apply_parent_not_found"] == 1;
-  }, std::chrono::seconds(30)));
+  REQUIRE(wait_until(
+      [&] {
+        const auto s = live.stats();
+        return s.contains("apply_parent_not_found") && s["apply_parent_not_found"] == 1;
+      },
+      std::chrono::seconds(30)));
   const auto live_stats = live.stats();
   CHECK(live_stats["duplicates"] == 1);
   CHECK(live_stats["resets"] == 1);
@@ -230,4 +237,4 @@ TEST_CASE("with --clear-on-gap a faulty log dumps offline as the live service ho
   check_offline_equals_live(99u, {"--clear-on-gap"});
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("integration")

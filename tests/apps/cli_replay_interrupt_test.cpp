@@ -70,7 +70,8 @@ TEST_CASE("kvidx replay checks every file before reading the log") {
   write_sample_log(dir.file("events.jsonl"));
   {
     std::ofstream queries(dir.file("queries.jsonl"));
-    queries << R"({"id": 1, "local_hashes": [1]})" << "\n";
+    queries << R"({"id": 1, "local_hashes": [1]})"
+            << "\n";
   }
   auto one_line = [](const std::string& text) { return std::count(text.begin(), text.end(), '\n') == 1; };
 
@@ -79,11 +80,13 @@ TEST_CASE("kvidx replay checks every file before reading the log") {
                                       dir.file("nope.jsonl"), "--scores-out", dir.file("scores.jsonl")});
   CHECK(missing_queries.exit_code == 1);
   CHECK_MESSAGE(one_line(missing_queries.err), missing_queries.err);
-  CHECK(missing_queries.err.find(dir.file("nope.jsonl") + ": cannot open: No such file or directory") != std::string::npos);
+  CHECK(missing_queries.err.find(dir.file("nope.jsonl") + ": cannot open: No such file or directory") !=
+        std::string::npos);
   CHECK(missing_queries.err.find(" events in ") == std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir.file("scores.jsonl")));
 
-  auto directory_queries = run_command({kKvidx, "replay", "--events", dir.file("events.jsonl"), "--queries", dir.path()});
+  auto directory_queries =
+      run_command({kKvidx, "replay", "--events", dir.file("events.jsonl"), "--queries", dir.path()});
   CHECK(directory_queries.exit_code == 1);
   CHECK(directory_queries.err.find("is a directory") != std::string::npos);
   CHECK(directory_queries.err.find(" events in ") == std::string::npos);
@@ -114,7 +117,8 @@ TEST_CASE("kvidx replay: Ctrl-C stops reading and prints the partial summary, ex
   TempDir dir;
   {
     std::ofstream queries(dir.file("queries.jsonl"));
-    queries << R"({"id": 1, "local_hashes": [1]})" << "\n";
+    queries << R"({"id": 1, "local_hashes": [1]})"
+            << "\n";
   }
   int fds[2];
   REQUIRE(::pipe(fds) == 0);

@@ -15,9 +15,9 @@
 #include <string>
 #include <tuple>
 
-#include "libcodec/event_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_message.h"
+#include "libcodec/event_codec.h"
 #include "replay/event_log_writer.h"
 #include "tests/support/child_process.h"
 #include "tests/support/dump_holdings.h"
@@ -77,23 +77,30 @@ TEST_CASE("cli: kvidx dump --nats returns every block of a worker's 30000-block 
     for (const auto& e : make_long_chain(5, 0, 30000, 100)) log.write(e);
     REQUIRE(log.close());
   }
-  const std::vector<std::string> serve_args = {kKvidx, "serve", "--nats", server.url(), "--metrics", "off",
-                                               "--snapshot-interval", "1s"};
+  const std::vector<std::string> serve_args = {
+      kKvidx, "serve", "--nats", server.url(), "--metrics", "off", "--snapshot-interval", "1s"};
   std::string live;
   {
     ChildProcess serve(serve_args, dir.file("serve-1.log"));
-    REQUIRE(wait_until([&] { return run_command({kKvidx, "stats", "--nats", server.url(), "--timeout", "1"}).exit_code == 0; },
-                       20s));
+    REQUIRE(wait_until(
+        [&] {
+          return run_command({kKvidx, "stats", "--nats", server.url(), "--timeout", "1"}).exit_code == 0;
+        },
+        20s));
     auto published = run_command({kKvidx, "publish", "--nats", server.url(), "--events", dir.file("chain.jsonl")});
     REQUIRE_MESSAGE(published.exit_code == 0, published.err);
     // Before: the dump printed nothing and exited 0, and every snapshot failed.
     CommandResult dump;
-    REQUIRE_MESSAGE(wait_until([&] {
-      dump = run_command({kKvidx, "dump", "--nats", server.url()});
-      return dump.exit_code == 0 && blocks_in(dump.out) == 30000;
-    }, 30s), "exit " << dump.exit_code << ": " << dump.err);
+    REQUIRE_MESSAGE(wait_until(
+                        [&] {
+                          dump = run_command({kKvidx, "dump", "--nats", server.url()});
+                          return dump.exit_code == 0 && blocks_in(dump.out) == 30000;
+                        },
+                        30s),
+                    "exit " << dump.exit_code << ": " << dump.err);
     live = dump.out;
-    REQUIRE(wait_until([&] { return read_all(dir.file("serve-1.log")).find("snapshot written") != std::string::npos; }, 10s));
+    REQUIRE(wait_until([&] { return read_all(dir.file("serve-1.log")).find("snapshot written") != std::string::npos; },
+                       10s));
     auto tree = run_command({kKvidx, "dump", "--nats", server.url(), "--tree"});
     REQUIRE_MESSAGE(tree.exit_code == 0, tree.err);
     CHECK(tree.out.find("(30000 blocks) 5/0") != std::string::npos);
@@ -102,16 +109,19 @@ TEST_CASE("cli: kvidx dump --nats returns every block of a worker's 30000-block 
   }
   ChildProcess again(serve_args, dir.file("serve-2.log"));
   CommandResult restored;
-  REQUIRE(wait_until([&] {
-    restored = run_command({kKvidx, "dump", "--nats", server.url(), "--timeout", "1"});
-    return restored.exit_code == 0;
-  }, 20s));
+  REQUIRE(wait_until(
+      [&] {
+        restored = run_command({kKvidx, "dump", "--nats", server.url(), "--timeout", "1"});
+        return restored.exit_code == 0;
+      },
+      20s));
   CHECK(blocks_in(restored.out) == 30000);
   CHECK(dump_holdings(restored.out) == dump_holdings(live));
   CHECK(again.stop() == 0);
 }
 
-TEST_CASE("cli: kvidx dump --nats exits 5 when chunks are missing or the end never comes and 1 when the service failed") {
+TEST_CASE(
+    "cli: kvidx dump --nats exits 5 when chunks are missing or the end never comes and 1 when the service failed") {
   NatsServer server;
   bus::Connection responder = connect_to(server);
   std::atomic<int> mode{0};
@@ -127,8 +137,8 @@ TEST_CASE("cli: kvidx dump --nats exits 5 when chunks are missing or the end nev
         publish_dump_message(responder, inbox, line, "chunk");
         break;
       case 2:  // the service could not dump
-        publish_dump_message(responder, inbox, R"({"error":{"code":"internal","message":"dump failed after 3 chunk(s): boom"}})",
-                             "end");
+        publish_dump_message(responder, inbox,
+                             R"({"error":{"code":"internal","message":"dump failed after 3 chunk(s): boom"}})", "end");
         break;
       default:  // all there
         publish_dump_message(responder, inbox, line, "chunk");
@@ -142,7 +152,8 @@ TEST_CASE("cli: kvidx dump --nats exits 5 when chunks are missing or the end nev
   mode = 0;
   auto lost = run_command({kKvidx, "dump", "--nats", server.url(), "--timeout", "2"});
   CHECK(lost.exit_code == 5);
-  CHECK(lost.err.find("dump incomplete: received 1 events in 1 chunk(s), the service sent 2 in 2") != std::string::npos);
+  CHECK(lost.err.find("dump incomplete: received 1 events in 1 chunk(s), the service sent 2 in 2") !=
+        std::string::npos);
   CHECK(lost.out.empty());
 
   mode = 1;
@@ -153,7 +164,8 @@ TEST_CASE("cli: kvidx dump --nats exits 5 when chunks are missing or the end nev
   mode = 2;
   auto failed = run_command({kKvidx, "dump", "--nats", server.url(), "--timeout", "2"});
   CHECK(failed.exit_code == 1);
-  CHECK(failed.err.find("the service failed the dump (internal): dump failed after 3 chunk(s): boom") != std::string::npos);
+  CHECK(failed.err.find("the service failed the dump (internal): dump failed after 3 chunk(s): boom") !=
+        std::string::npos);
 
   mode = 3;
   auto whole = run_command({kKvidx, "dump", "--nats", server.url(), "--timeout", "2"});
@@ -171,15 +183,21 @@ TEST_CASE("cli: kvidx score and stats --nats read replies larger than the server
   }
   ChildProcess serve({kKvidx, "serve", "--nats", server.url(), "--metrics", "off", "--snapshot-interval", "0"},
                      dir.file("serve.log"));
-  REQUIRE(wait_until([&] { return run_command({kKvidx, "stats", "--nats", server.url(), "--timeout", "1"}).exit_code == 0; },
-                     20s));
+  REQUIRE(wait_until(
+      [&] {
+        return run_command({kKvidx, "stats", "--nats", server.url(), "--timeout", "1"}).exit_code == 0;
+      },
+      20s));
   auto published = run_command({kKvidx, "publish", "--nats", server.url(), "--events", dir.file("workers.jsonl")});
   REQUIRE_MESSAGE(published.exit_code == 0, published.err);
   CommandResult stats;
-  REQUIRE_MESSAGE(wait_until([&] {
-    stats = run_command({kKvidx, "stats", "--nats", server.url()});
-    return stats.exit_code == 0 && Json::parse(stats.out)["streams"] == 2000;
-  }, 30s), stats.err);
+  REQUIRE_MESSAGE(wait_until(
+                      [&] {
+                        stats = run_command({kKvidx, "stats", "--nats", server.url()});
+                        return stats.exit_code == 0 && Json::parse(stats.out)["streams"] == 2000;
+                      },
+                      30s),
+                  stats.err);
   CHECK(Json::parse(stats.out)["blocks"] == 4000);
   // Before: the 2000-stream reply was dropped by the service and the client timed out (exit 4).
   auto score = run_command({kKvidx, "score", "--nats", server.url(), "--hashes", "1,2"});
@@ -191,4 +209,4 @@ TEST_CASE("cli: kvidx score and stats --nats read replies larger than the server
   CHECK(serve.stop() == 0);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("integration")

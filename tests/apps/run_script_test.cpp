@@ -86,22 +86,24 @@ TEST_CASE("scripts/run: Ctrl-C stops kvidx with a final snapshot, then the embed
     REQUIRE(log.close());
   }
   const std::string log_file = dir.file("run.log");
-  const pid_t script = start_in_own_group(
-      {"bash", std::string(KVIDX_SOURCE_DIR) + "/scripts/run", "--kvidx", kKvidx, "--port",
-       std::to_string(find_free_port()), "--", "--metrics", "off", "--snapshot-interval", "0"},
-      log_file);
+  const pid_t script =
+      start_in_own_group({"bash", std::string(KVIDX_SOURCE_DIR) + "/scripts/run", "--kvidx", kKvidx, "--port",
+                          std::to_string(find_free_port()), "--", "--metrics", "off", "--snapshot-interval", "0"},
+                         log_file);
 
   std::string url;
   const std::regex url_line(R"(embedded nats-server \(JetStream\) on (nats://127\.0\.0\.1:\d+), store (\S+),)");
   std::smatch match;
   std::string store;
-  const bool started = wait_until([&] {
-    const std::string text = slurp(log_file);
-    if (!std::regex_search(text, match, url_line)) return false;
-    url = match[1];
-    store = match[2];
-    return run_command({kKvidx, "stats", "--nats", url, "--timeout", "1"}).exit_code == 0;
-  }, std::chrono::seconds(20), std::chrono::milliseconds(100));
+  const bool started = wait_until(
+      [&] {
+        const std::string text = slurp(log_file);
+        if (!std::regex_search(text, match, url_line)) return false;
+        url = match[1];
+        store = match[2];
+        return run_command({kKvidx, "stats", "--nats", url, "--timeout", "1"}).exit_code == 0;
+      },
+      std::chrono::seconds(20), std::chrono::milliseconds(100));
   if (!started) {
     killpg(script, SIGTERM);
     wait_exit(script, std::chrono::seconds(20));
@@ -109,10 +111,12 @@ TEST_CASE("scripts/run: Ctrl-C stops kvidx with a final snapshot, then the embed
   REQUIRE_MESSAGE(started, slurp(log_file));
   auto published = run_command({kKvidx, "publish", "--nats", url, "--events", dir.file("events.jsonl")});
   REQUIRE_MESSAGE(published.exit_code == 0, published.err);
-  REQUIRE(wait_until([&] {
-    auto stats = run_command({kKvidx, "stats", "--nats", url});
-    return stats.out.find("\"blocks\":5") != std::string::npos;
-  }, std::chrono::seconds(20), std::chrono::milliseconds(100)));
+  REQUIRE(wait_until(
+      [&] {
+        auto stats = run_command({kKvidx, "stats", "--nats", url});
+        return stats.out.find("\"blocks\":5") != std::string::npos;
+      },
+      std::chrono::seconds(20), std::chrono::milliseconds(100)));
 
   // Ctrl-C: the terminal signals the whole foreground group.
   REQUIRE(killpg(script, SIGINT) == 0);
@@ -135,4 +139,4 @@ TEST_CASE("scripts/run: Ctrl-C stops kvidx with a final snapshot, then the embed
   CHECK_FALSE(std::filesystem::exists(store));
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("integration")

@@ -37,7 +37,6 @@ EngineStored engine_stored(std::vector<std::uint64_t> hashes, std::optional<std:
   return s;
 }
 
-
 struct EngineScript {
   WorkerId worker;
   DpRank rank;
@@ -65,14 +64,20 @@ TEST_CASE("a_vllm_stream_bridged_over_nats_scores_like_the_same_events_fed_direc
   std::vector<EngineScript> scripts;
   // Worker 1: array-encoded events, int hashes wrapped to i64 as vLLM does, a missed batch
   // recovered by replay, a LoRA store with a partial trailing block.
-  scripts.push_back({1, 0, BatchEncoding{HashEncoding::signed_wrap, EventEncoding::array, true}, true,
+  scripts.push_back({1,
+                     0,
+                     BatchEncoding{HashEncoding::signed_wrap, EventEncoding::array, true},
+                     true,
                      {{engine_stored({kHigh + 1, kHigh + 2}, std::nullopt, tokens(1, 8))},
                       {engine_stored({kHigh + 3}, kHigh + 2, tokens(9, 4))},
                       {engine_stored({kHigh + 11, kHigh + 12}, std::nullopt, tokens(1, 10), "sql-adapter")},
                       {EngineRemoved{{kHigh + 3}}, engine_stored({kHigh + 4, kHigh + 5}, kHigh + 2, tokens(21, 8))}},
                      {true, false, true, true}});
   // Worker 2, rank 1: map-encoded events, sha256-sized byte hashes, a clear, no replay socket.
-  scripts.push_back({2, 1, BatchEncoding{HashEncoding::bytes32, EventEncoding::map, true}, false,
+  scripts.push_back({2,
+                     1,
+                     BatchEncoding{HashEncoding::bytes32, EventEncoding::map, true},
+                     false,
                      {{engine_stored({21, 22, 23}, std::nullopt, tokens(1, 12))},
                       {EngineCleared{}},
                       {engine_stored({24, 25}, std::nullopt, tokens(1, 8)), engine_stored({26}, 25, tokens(21, 4))},
@@ -100,7 +105,8 @@ TEST_CASE("a_vllm_stream_bridged_over_nats_scores_like_the_same_events_fed_direc
     for (std::size_t seq = 0; seq < script.batches.size(); ++seq) {
       engine.publish(seq, pack_batch(script.batches[seq], script.rank, script.encoding), script.delivered[seq]);
       // A LaneIndexer applies in queue order and ignores event ids.
-      for (const EngineEvent& e : script.batches[seq]) direct.enqueue_event(direct_event(script.worker, script.rank, 0, e));
+      for (const EngineEvent& e : script.batches[seq])
+        direct.enqueue_event(direct_event(script.worker, script.rank, 0, e));
     }
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (bridge.stats().batches_delivered < script.batches.size() && std::chrono::steady_clock::now() < deadline) {
@@ -131,7 +137,9 @@ TEST_CASE("a_vllm_stream_bridged_over_nats_scores_like_the_same_events_fed_direc
   const auto service_stats = service.stats();
   CHECK(service_stats.events_applied == published);
   CHECK(service_stats.gaps == 0);
-  MESSAGE("apply pnf=" << service.indexer().metrics().applied_with(ApplyStatus::parent_not_found) << " bnf=" << service.indexer().metrics().applied_with(ApplyStatus::block_not_found) << " dups=" << service_stats.duplicates << " applied=" << service_stats.events_applied);
+  MESSAGE("apply pnf=" << service.indexer().metrics().applied_with(ApplyStatus::parent_not_found)
+                       << " bnf=" << service.indexer().metrics().applied_with(ApplyStatus::block_not_found)
+                       << " dups=" << service_stats.duplicates << " applied=" << service_stats.events_applied);
   CHECK(service_stats.dead_letters == 0);
 
   const std::uint64_t lora_seed = block_hash_seed("sql-adapter");
@@ -164,4 +172,4 @@ TEST_CASE("a_vllm_stream_bridged_over_nats_scores_like_the_same_events_fed_direc
   CHECK(lora.at({1, 0}) == 2);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("integration")

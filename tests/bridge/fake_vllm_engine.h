@@ -85,15 +85,19 @@ class BatchPacker {
     pk_.pack_str_body(s.data(), static_cast<std::uint32_t>(s.size()));
   }
   void opt_str(const std::optional<std::string>& s) {
-    if (s) str(*s);
-    else pk_.pack_nil();
+    if (s)
+      str(*s);
+    else
+      pk_.pack_nil();
   }
   void hash(std::uint64_t h) {
     switch (encoding_.hashes) {
       case HashEncoding::uint: pk_.pack_uint64(h); break;
       case HashEncoding::signed_wrap:
-        if (h >= (1ULL << 63)) pk_.pack_int64(static_cast<std::int64_t>(h));
-        else pk_.pack_uint64(h);
+        if (h >= (1ULL << 63))
+          pk_.pack_int64(static_cast<std::int64_t>(h));
+        else
+          pk_.pack_uint64(h);
         break;
       case HashEncoding::bytes32: {
         // sha256-sized: 24 filler bytes, then the hash big-endian in the last 8.
@@ -125,8 +129,10 @@ class BatchPacker {
       if (map) key("block_hashes");
       hashes(s->hashes);
       if (map) key("parent_block_hash");
-      if (s->parent) hash(*s->parent);
-      else pk_.pack_nil();
+      if (s->parent)
+        hash(*s->parent);
+      else
+        pk_.pack_nil();
       if (map) key("token_ids");
       if (s->bigrams) {
         const std::size_t pairs = s->tokens.empty() ? 0 : s->tokens.size() - 1;
@@ -143,8 +149,10 @@ class BatchPacker {
       if (map) key("block_size");
       pk_.pack_uint32(s->block_size);
       if (map) key("lora_id");
-      if (s->lora_id) pk_.pack_int64(*s->lora_id);
-      else pk_.pack_nil();
+      if (s->lora_id)
+        pk_.pack_int64(*s->lora_id);
+      else
+        pk_.pack_nil();
       if (map) key("medium");
       opt_str(s->medium);
       if (map) key("lora_name");
@@ -275,7 +283,8 @@ class FakeVllmEngine {
       if (!zmq::recv_multipart(*router_, std::back_inserter(request))) continue;
       if (request.size() != 3 || request[2].size() != 8) continue;
       std::uint64_t start = 0;
-      for (std::size_t i = 0; i < 8; ++i) start = (start << 8) | static_cast<const unsigned char*>(request[2].data())[i];
+      for (std::size_t i = 0; i < 8; ++i)
+        start = (start << 8) | static_cast<const unsigned char*>(request[2].data())[i];
       const std::string identity = request[0].to_string();
       const auto take_snapshot = [this] {
         std::lock_guard lock(mutex_);

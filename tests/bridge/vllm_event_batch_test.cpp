@@ -15,7 +15,9 @@ using namespace kvidx::testing;
 
 namespace {
 
-std::span<const std::byte> bytes(const std::string& s) { return std::as_bytes(std::span<const char>(s.data(), s.size())); }
+std::span<const std::byte> bytes(const std::string& s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
 
 Decoded<VllmEventBatch> decode(const std::string& payload) { return decode_vllm_event_batch(bytes(payload)); }
 

@@ -46,7 +46,6 @@ class RecordingSink final : public RouterEventSink {
   std::vector<RouterEvent> events_;
 };
 
-
 ZmqBridgeConfig config_for(const FakeVllmEngine& engine, bool use_replay) {
   ZmqBridgeConfig c;
   c.endpoint = engine.endpoint();
@@ -237,9 +236,9 @@ TEST_CASE("malformed_frames_are_counted_and_the_stream_continues") {
   engine.wait_for_subscriber();
 
   engine.publish(0, pack_batch({EngineCleared{}}));
-  engine.send_raw({"kv-events", FakeVllmEngine::seq_bytes(1)});                   // two frames
-  engine.send_raw({"kv-events", std::string("\x00\x01", 2), pack_batch({})});     // 2-byte seq
-  engine.publish(1, std::string("\x93\xc1\xc1\xc1", 4));                            // undecodable
+  engine.send_raw({"kv-events", FakeVllmEngine::seq_bytes(1)});                // two frames
+  engine.send_raw({"kv-events", std::string("\x00\x01", 2), pack_batch({})});  // 2-byte seq
+  engine.publish(1, std::string("\x93\xc1\xc1\xc1", 4));                       // undecodable
   engine.publish(2, pack_batch({EngineCleared{}}));
   REQUIRE(wait_until([&] { return bridge.stats().batches_delivered == 2; }));
   const auto s = bridge.stats();

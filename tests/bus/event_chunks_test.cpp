@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "libcodec/event_codec.h"
 #include "libbus/event_chunks.h"
+#include "libcodec/event_codec.h"
 #include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/event_histories.h"
@@ -60,7 +60,9 @@ TEST_CASE("event chunks: a 30000-block edge splits into chained events that each
   CHECK(replayed(pieces.value()) == normal_form(*dump));
 }
 
-TEST_CASE("event chunks: the chunker packs a tree with a long edge into bodies under the limit that decode to the same tree") {
+TEST_CASE(
+    "event chunks: the chunker packs a tree with a long edge into bodies under the limit that decode to the same "
+    "tree") {
   // A 30000-block chain shared by two ranks, a branch off its middle and 50 small streams.
   std::vector<RouterEvent> history = testing::make_long_chain(3, 0, 30000, 250);
   for (auto e : testing::make_long_chain(3, 0, 30000, 250)) {
@@ -112,7 +114,8 @@ TEST_CASE("event chunks: the chunker packs a tree with a long edge into bodies u
   CHECK(replayed(decoded) == normal_form(*dump));
 }
 
-TEST_CASE("event chunks: a long removed event splits into runs of its hashes, a block larger than the limit is an error") {
+TEST_CASE(
+    "event chunks: a long removed event splits into runs of its hashes, a block larger than the limit is an error") {
   std::vector<ExternalSequenceBlockHash> hashes;
   for (std::uint64_t i = 0; i < 5000; ++i) hashes.push_back(ExternalSequenceBlockHash{0x9E3779B97F4A7C15ull * (i + 1)});
   const RouterEvent removal = testing::remove_event(9, 4, 2, hashes);

@@ -39,7 +39,8 @@ TEST_CASE("http server: a connection that sends no request is closed after the i
   CHECK(reply->body == "ok /metrics\n");
 }
 
-TEST_CASE("http server: at the connection bound the oldest idle connection makes room and requests are still answered") {
+TEST_CASE(
+    "http server: at the connection bound the oldest idle connection makes room and requests are still answered") {
   bus::HttpServer server(answer, bus::HttpServerOptions{3, 60000ms});
   std::string error;
   REQUIRE_MESSAGE(server.start("127.0.0.1", 0, error), error);

@@ -17,8 +17,8 @@
 #include "tests/support/wait_until.h"
 
 using namespace kvidx::bus;
-using kvidx::testing::wait_until;
 using kvidx::testing::NatsServer;
+using kvidx::testing::wait_until;
 
 namespace {
 
@@ -30,7 +30,6 @@ Connection connect_to(const NatsServer& server, bool send_asap = false) {
   REQUIRE_MESSAGE(conn.ok(), conn.error().message);
   return std::move(conn).value();
 }
-
 
 }  // namespace
 
@@ -215,4 +214,4 @@ TEST_CASE("bus: nats server fixture kill -9 and restart keeps the jetstream stor
   CHECK(state.value().messages == 1);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("integration")

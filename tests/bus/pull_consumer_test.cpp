@@ -33,7 +33,8 @@ JetStream stream_with(Connection& conn, int n) {
   auto js = JetStream::create(conn);
   REQUIRE(js.ok());
   REQUIRE(js.value().ensure_stream({"T_PULL", {"t.pull.>"}, true, 0, 0, 0}).ok());
-  for (int i = 0; i < n; ++i) REQUIRE(js.value().publish_async("t.pull." + std::to_string(i % 3), std::to_string(i)).ok());
+  for (int i = 0; i < n; ++i)
+    REQUIRE(js.value().publish_async("t.pull." + std::to_string(i % 3), std::to_string(i)).ok());
   REQUIRE(js.value().publish_async_complete(10000).ok());
   return std::move(js).value();
 }
@@ -91,7 +92,8 @@ TEST_CASE("bus: a pull consumer returns a late request's messages in a later fet
     for (std::uint64_t s : sequences_of(batch.value())) got.push_back(s);
     if (!batch.value().empty()) REQUIRE(jetstream_ack(conn, batch.value().back()).ok());
   }
-  INFO("got " << got.size() << " first " << (got.empty() ? 0 : got.front()) << " last " << (got.empty() ? 0 : got.back()));
+  INFO("got " << got.size() << " first " << (got.empty() ? 0 : got.front()) << " last "
+              << (got.empty() ? 0 : got.back()));
   CHECK(got == range(1, 3000));
 }
 
@@ -184,4 +186,4 @@ TEST_CASE("bus: the ordered reader accepts and counts a hole left by retention")
   CHECK(reader.value().holes() == 6);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("integration")

@@ -51,7 +51,8 @@ TEST_CASE("service: routing decisions become scores in approximate mode and expi
   auto conn = Connection::connect(options);
   REQUIRE(conn.ok());
 
-  CHECK(ask(conn.value(), "kv.routing.decisions", R"({"worker_id": 7, "local_hashes": [1, 2, 3]})") == R"({"ok":true})");
+  CHECK(ask(conn.value(), "kv.routing.decisions", R"({"worker_id": 7, "local_hashes": [1, 2, 3]})") ==
+        R"({"ok":true})");
   CHECK(ask(conn.value(), "kv.routing.decisions", R"({"worker_id": 8, "dp_rank": 1, "local_hashes": [1, 9]})") ==
         R"({"ok":true})");
   const auto bad = nlohmann::json::parse(
@@ -60,8 +61,9 @@ TEST_CASE("service: routing decisions become scores in approximate mode and expi
 
   REQUIRE(service.indexer().flush() == IndexerStatus::ok);
   const auto scores = nlohmann::json::parse(ask(conn.value(), "kv.query.scores", R"({"local_hashes": [1, 2, 3]})"));
-  CHECK(scores["scores"] == nlohmann::json::parse(
-      R"([{"worker_id": 7, "dp_rank": 0, "score": 3}, {"worker_id": 8, "dp_rank": 1, "score": 1}])"));
+  CHECK(scores["scores"] ==
+        nlohmann::json::parse(
+            R"([{"worker_id": 7, "dp_rank": 0, "score": 3}, {"worker_id": 8, "dp_rank": 1, "score": 1}])"));
   // The synthetic chains are the ones the workers would have reported: 3 + 2 blocks held.
   auto dump = service.indexer().dump_events();
   REQUIRE(dump.has_value());
@@ -97,4 +99,4 @@ TEST_CASE("service: without approximate mode routing decisions are not subscribe
   service.stop(false);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("integration")

@@ -13,12 +13,12 @@
 #include <thread>
 #include <tuple>
 
-#include "libcodec/event_codec.h"
-#include "libcodec/query_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
 #include "libbus/service.h"
 #include "libbus/subjects.h"
+#include "libcodec/event_codec.h"
+#include "libcodec/query_codec.h"
 #include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/event_histories.h"
@@ -62,8 +62,9 @@ Connection connect_to(const NatsServer& server) {
 
 // Publishes every stream's history from `threads` threads at once (streams interleaved), some
 // events as 2-event JSON array batches. Returns the number of messages.
-std::size_t publish_concurrently(const NatsServer& server, const std::map<WorkerWithDpRank, std::vector<RouterEvent>>& histories,
-                                 bool jetstream, int threads = 4) {
+std::size_t publish_concurrently(const NatsServer& server,
+                                 const std::map<WorkerWithDpRank, std::vector<RouterEvent>>& histories, bool jetstream,
+                                 int threads = 4) {
   std::vector<const std::pair<const WorkerWithDpRank, std::vector<RouterEvent>>*> streams;
   for (const auto& entry : histories) streams.push_back(&entry);
   std::atomic<std::size_t> messages{0};
@@ -83,17 +84,21 @@ std::size_t publish_concurrently(const NatsServer& server, const std::map<Worker
           if (pos[i] >= events.size()) continue;
           any = true;
           const std::size_t take = (pos[i] % 5 == 1 && pos[i] + 1 < events.size()) ? 2 : 1;
-          const std::string body =
-              take == 2 ? encode_router_events(std::span(events).subspan(pos[i], 2)) : encode_router_event(events[pos[i]]);
+          const std::string body = take == 2 ? encode_router_events(std::span(events).subspan(pos[i], 2))
+                                             : encode_router_event(events[pos[i]]);
           pos[i] += take;
           const std::string subject = subjects.events(stream.worker_id);
-          if (jetstream) REQUIRE(js->publish_async(subject, body).ok());
-          else REQUIRE(conn.publish(subject, body).ok());
+          if (jetstream)
+            REQUIRE(js->publish_async(subject, body).ok());
+          else
+            REQUIRE(conn.publish(subject, body).ok());
           ++messages;
         }
       }
-      if (jetstream) REQUIRE(js->publish_async_complete(30000).ok());
-      else REQUIRE(conn.flush().ok());
+      if (jetstream)
+        REQUIRE(js->publish_async_complete(30000).ok());
+      else
+        REQUIRE(conn.flush().ok());
     });
   }
   for (auto& th : pool) th.join();
@@ -335,7 +340,8 @@ TEST_CASE("service: crash without final snapshot then restart loses nothing and 
   // Two replicas on one stream answer identically.
   for (std::uint64_t branch = 100; branch < 116; ++branch) {
     const std::vector<LocalBlockHash> query = {{1}, {2}, {3}, {4}, {branch}};
-    CHECK(make_score_reply(restarted.indexer().find_matches(query)) == make_score_reply(replica.indexer().find_matches(query)));
+    CHECK(make_score_reply(restarted.indexer().find_matches(query)) ==
+          make_score_reply(replica.indexer().find_matches(query)));
   }
 }
 
@@ -453,4 +459,4 @@ TEST_CASE("service: stream retention is applied to the events stream, and trimme
   CHECK(js.value().stream_state("KV_EVENTS").value().messages == stream_last_sequence(server) - before);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("integration")

@@ -4,9 +4,9 @@
 // replies larger than max_payload.
 #include <doctest/doctest.h>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <memory>
@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "libbus/chunked_reply.h"
-#include "libcodec/event_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
 #include "libbus/service.h"
 #include "libbus/subjects.h"
+#include "libcodec/event_codec.h"
 #include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/event_histories.h"
@@ -66,7 +66,8 @@ std::uint64_t publish_all(Connection& conn, const std::vector<RouterEvent>& even
   auto js = JetStream::create(conn);
   REQUIRE(js.ok());
   Subjects subjects;
-  for (const RouterEvent& e : events) REQUIRE(js.value().publish_async(subjects.events(e.worker_id), encode_router_event(e)).ok());
+  for (const RouterEvent& e : events)
+    REQUIRE(js.value().publish_async(subjects.events(e.worker_id), encode_router_event(e)).ok());
   REQUIRE(js.value().publish_async_complete(60000).ok());
   auto state = js.value().stream_state("KV_EVENTS");
   REQUIRE(state.ok());
@@ -137,7 +138,9 @@ class LogCapture : public spdlog::sinks::base_sink<std::mutex> {
   }
 
  protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override { lines_.emplace_back(msg.payload.data(), msg.payload.size()); }
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    lines_.emplace_back(msg.payload.data(), msg.payload.size());
+  }
   void flush_() override {}
 
  private:
@@ -164,7 +167,8 @@ std::optional<double> metric_value(const std::string& text, const std::string& s
 
 TEST_SUITE("integration") {
 
-TEST_CASE("service: a worker with a 30000-block chain is snapshotted and restored into a fresh service and dumped whole") {
+TEST_CASE(
+    "service: a worker with a 30000-block chain is snapshotted and restored into a fresh service and dumped whole") {
   NatsServer server;
   Connection client = connect_to(server);
   const auto chain = testing::make_long_chain(11, 0, 30000, 100);  // 300 messages of 100 blocks
@@ -196,7 +200,9 @@ TEST_CASE("service: a worker with a 30000-block chain is snapshotted and restore
   CHECK(normal_form(dumped) == before);
 }
 
-TEST_CASE("service: snapshot and dump chunks follow the server's max_payload after a reconnect to a server with a smaller one") {
+TEST_CASE(
+    "service: snapshot and dump chunks follow the server's max_payload after a reconnect to a server with a smaller "
+    "one") {
   NatsServer server;
   std::set<testing::BlockKey> before;
   {
@@ -223,12 +229,14 @@ TEST_CASE("service: snapshot and dump chunks follow the server's max_payload aft
     REQUIRE(client.max_payload() == 8192);
     bool snapshot_ok = false;
     std::string last_error;
-    REQUIRE(testing::wait_until([&] {
-      auto s = service.snapshot_now();
-      snapshot_ok = s.ok();
-      if (!snapshot_ok) last_error = s.error().message;
-      return snapshot_ok;
-    }, std::chrono::seconds(30), std::chrono::milliseconds(200)));
+    REQUIRE(testing::wait_until(
+        [&] {
+          auto s = service.snapshot_now();
+          snapshot_ok = s.ok();
+          if (!snapshot_ok) last_error = s.error().message;
+          return snapshot_ok;
+        },
+        std::chrono::seconds(30), std::chrono::milliseconds(200)));
     CHECK_MESSAGE(snapshot_ok, last_error);
     const auto dumped = admin_dump_checked(client, 8192);
     CHECK(normal_form(dumped) == before);
@@ -241,7 +249,9 @@ TEST_CASE("service: snapshot and dump chunks follow the server's max_payload aft
   CHECK(service_normal_form(fresh) == before);
 }
 
-TEST_CASE("service: snapshot failures are counted and logged once per state change and a stale snapshot makes the service not ready") {
+TEST_CASE(
+    "service: snapshot failures are counted and logged once per state change and a stale snapshot makes the service "
+    "not ready") {
   NatsServer server;
   Connection client = connect_to(server);
   ScopedLogCapture logs;
@@ -264,7 +274,7 @@ TEST_CASE("service: snapshot failures are counted and logged once per state chan
     const std::string metrics = service.render_metrics();
     CHECK(metric_value(metrics, "kvidx_snapshot_failures_total").value_or(0) >= 5);
     CHECK(logs.sink->count("snapshot failed:") == 1);  // the first failure, not every interval
-    CHECK(service.healthy());                           // liveness stays up
+    CHECK(service.healthy());                          // liveness stays up
 
     REQUIRE(testing::wait_until([&] { return !service.readiness().ready; }, std::chrono::seconds(10)));
     const Readiness stale = service.readiness();
@@ -285,7 +295,8 @@ TEST_CASE("service: snapshot failures are counted and logged once per state chan
     // The stream comes back: the next snapshot succeeds, readiness returns, logged once each.
     REQUIRE(js.value().ensure_stream(StreamSpec{"KV_SNAPSHOTS", {"kv.snapshots.>"}, true, 0, 0}).ok());
     REQUIRE(testing::wait_until([&] { return service.readiness().ready; }, std::chrono::seconds(10)));
-    REQUIRE(testing::wait_until([&] { return logs.sink->count("snapshot no longer stale") == 1; }, std::chrono::seconds(5)));
+    REQUIRE(testing::wait_until([&] { return logs.sink->count("snapshot no longer stale") == 1; },
+                                std::chrono::seconds(5)));
     CHECK(logs.sink->count("snapshots recovered after") == 1);
     CHECK(logs.sink->count("snapshot failed:") == 1);
     CHECK(metric_value(service.render_metrics(), "kvidx_snapshot_stale") == 0.0);
@@ -294,7 +305,9 @@ TEST_CASE("service: snapshot failures are counted and logged once per state chan
   INFO(logs.sink->all());
 }
 
-TEST_CASE("service: not ready until the newest snapshot is restored and the consumer caught up with the stream's end at start") {
+TEST_CASE(
+    "service: not ready until the newest snapshot is restored and the consumer caught up with the stream's end at "
+    "start") {
   NatsServer server;
   Connection client = connect_to(server);
   ensure_events_stream(client);
@@ -340,7 +353,9 @@ TEST_CASE("service: not ready until the newest snapshot is restored and the cons
   CHECK(core_service.readiness().ready);
 }
 
-TEST_CASE("service: replies over the server's max_payload are chunked for requesters that accept chunks, else a reply_too_large error") {
+TEST_CASE(
+    "service: replies over the server's max_payload are chunked for requesters that accept chunks, else a "
+    "reply_too_large error") {
   NatsServer server(testing::NatsServerOptions::with_max_payload(4096));
   Connection client = connect_to(server);
   REQUIRE(client.max_payload() == 4096);
@@ -402,4 +417,4 @@ TEST_CASE("service: replies over the server's max_payload are chunked for reques
   CHECK(fresh.stats().duplicates == 1);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("integration")

@@ -14,7 +14,8 @@ using namespace kvidx;
 namespace {
 
 constexpr std::string_view kCleared = R"({"worker_id":3,"event":{"event_id":2,"data":"cleared","dp_rank":0}})";
-constexpr std::string_view kCaptured = R"({"ts":1.5,"subject":"kv.events.3","event":{"worker_id":3,"event":{"event_id":2,"data":"cleared"}}})";
+constexpr std::string_view kCaptured =
+    R"({"ts":1.5,"subject":"kv.events.3","event":{"worker_id":3,"event":{"event_id":2,"data":"cleared"}}})";
 constexpr std::string_view kQuery = R"({"local_hashes":[1,2,3]})";
 
 // The longest reason a rejection may carry: the field path, the decoder's own words and one
@@ -41,7 +42,8 @@ TEST_CASE("bad input: trailing bytes after the JSON value are rejected by every 
   using namespace std::string_view_literals;
   const std::string_view garbage = "\0\0garbage"sv;
   REQUIRE(garbage.size() == 9);
-  const std::string expected = "invalid JSON: trailing bytes after the JSON value at offset " + std::to_string(kCleared.size());
+  const std::string expected =
+      "invalid JSON: trailing bytes after the JSON value at offset " + std::to_string(kCleared.size());
 
   for (const std::string_view suffix : {garbage, "\0"sv, " \n\0"sv, " x"sv, "{}"sv, ","sv}) {
     CAPTURE(suffix.size());
@@ -53,8 +55,9 @@ TEST_CASE("bad input: trailing bytes after the JSON value are rejected by every 
     CHECK(rejection(decode_router_events(event)).find(at) != std::string::npos);
     CHECK(rejection(decode_router_events_dom(event)).find(at) != std::string::npos);
     CHECK(rejection(decode_event_log_line(event)).find(at) != std::string::npos);
-    CHECK(rejection(decode_event_log_line(with_suffix(kCaptured, suffix))).find("trailing bytes after the JSON value") !=
-          std::string::npos);
+    CHECK(
+        rejection(decode_event_log_line(with_suffix(kCaptured, suffix))).find("trailing bytes after the JSON value") !=
+        std::string::npos);
     const std::string batch = with_suffix("[" + std::string(kCleared) + "]", suffix);
     CHECK(rejection(decode_router_events(batch)).find("trailing bytes after the JSON value") != std::string::npos);
     CHECK(rejection(decode_score_request(with_suffix(kQuery, suffix))).find("trailing bytes after the JSON value") !=
@@ -73,7 +76,9 @@ TEST_CASE("bad input: trailing bytes after the JSON value are rejected by every 
   CHECK(broken.rfind("invalid JSON:", 0) == 0);
   CHECK(broken.find("trailing bytes") == std::string::npos);
   // A NUL inside the value is not "the end of the input" either.
-  CHECK_FALSE(decode_router_event(std::string(R"({"worker_id":3,"event":{"event_id":2,"data":"cleared"}})").insert(20, 1, '\0')).ok());
+  CHECK_FALSE(
+      decode_router_event(std::string(R"({"worker_id":3,"event":{"event_id":2,"data":"cleared"}})").insert(20, 1, '\0'))
+          .ok());
 }
 
 TEST_CASE("bad input: a reason quotes a huge token as a bounded excerpt with its length") {
@@ -81,7 +86,8 @@ TEST_CASE("bad input: a reason quotes a huge token as a bounded excerpt with its
   const std::string mib(1u << 20, 'x');
 
   // A 100,001-digit number overflows a double: nlohmann's message quoted all of it.
-  const std::string number = rejection(decode_router_event(R"({"worker_id":)" + digits + R"(,"event":{"event_id":2,"data":"cleared"}})"));
+  const std::string number =
+      rejection(decode_router_event(R"({"worker_id":)" + digits + R"(,"event":{"event_id":2,"data":"cleared"}})"));
   CAPTURE(number.substr(0, 600));
   CHECK(number.size() <= kBoundedReason);
   CHECK(number.find("(100001 bytes)") != std::string::npos);
@@ -97,8 +103,8 @@ TEST_CASE("bad input: a reason quotes a huge token as a bounded excerpt with its
       rejection(decode_router_event(R"({"worker_id":3,"event":{"event_id":2,"data":{")" + mib + R"(":{}}}})"));
   CHECK(key.size() <= kBoundedReason);
   CHECK(key.find("(1048576 bytes)") != std::string::npos);
-  const std::string tier =
-      rejection(decode_router_event(R"({"worker_id":3,"storage_tier":")" + mib + R"(","event":{"event_id":2,"data":"cleared"}})"));
+  const std::string tier = rejection(decode_router_event(R"({"worker_id":3,"storage_tier":")" + mib +
+                                                         R"(","event":{"event_id":2,"data":"cleared"}})"));
   CHECK(tier.size() <= kBoundedReason);
   CHECK(tier.find("(1048576 bytes)") != std::string::npos);
   const std::string unterminated = rejection(decode_router_event(R"({"worker_id":3,"event":")" + mib));
@@ -111,7 +117,8 @@ TEST_CASE("bad input: a reason quotes a huge token as a bounded excerpt with its
 
   // Control and non-ASCII bytes in an excerpt are escaped: a reason is one printable line (it
   // becomes a log line and a NATS header value).
-  const std::string nasty = rejection(decode_router_event("{\"worker_id\":3,\"storage_tier\":\"a\\r\\nb\xc3\xa9\",\"event\":{\"event_id\":2,\"data\":\"cleared\"}}"));
+  const std::string nasty = rejection(decode_router_event(
+      "{\"worker_id\":3,\"storage_tier\":\"a\\r\\nb\xc3\xa9\",\"event\":{\"event_id\":2,\"data\":\"cleared\"}}"));
   for (const char c : nasty) CHECK((c >= 0x20 && c <= 0x7e));
   CHECK(nasty.find("a\\r\\nb\\xc3\\xa9") != std::string::npos);
 }

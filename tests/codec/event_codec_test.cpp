@@ -79,7 +79,8 @@ TEST_CASE("spec examples round-trip through encode") {
 
 TEST_CASE("cleared also accepts the tagged null and empty-object forms") {
   for (const char* data : {R"({"cleared": null})", R"({"cleared": {}})"}) {
-    auto decoded = decode_router_event(std::string(R"({"worker_id": 1, "event": {"event_id": 5, "data": )") + data + "}}");
+    auto decoded =
+        decode_router_event(std::string(R"({"worker_id": 1, "event": {"event_id": 5, "data": )") + data + "}}");
     REQUIRE(decoded.ok());
     CHECK(std::holds_alternative<KvCacheClearData>(decoded.value().event.data));
   }
@@ -133,8 +134,9 @@ TEST_CASE("errors name the offending field") {
         "event.data: unknown variant 'evicted' (expected stored, removed or cleared)");
   CHECK(error_of(R"({"worker_id": 1, "event": {"event_id": 1, "data": {"moved": {}}}})") ==
         "event.data: unknown variant 'moved' (expected stored, removed or cleared)");
-  CHECK(error_of(R"({"worker_id": 1, "event": {"event_id": 1, "data": {"stored": {"blocks": [{"block_hash": 1}]}}}})") ==
-        "event.data.stored.blocks[0].tokens_hash: missing required field");
+  CHECK(
+      error_of(R"({"worker_id": 1, "event": {"event_id": 1, "data": {"stored": {"blocks": [{"block_hash": 1}]}}}})") ==
+      "event.data.stored.blocks[0].tokens_hash: missing required field");
   CHECK(error_of(R"({"worker_id": 1, "event": {"event_id": 1, "data": {"stored": {"blocks": {}}}}})") ==
         "event.data.stored.blocks: expected an array, got object");
   CHECK(error_of(R"({"worker_id": 1, "event": {"event_id": 1, "data": {"removed": {"block_hashes": [1, -2]}}}})") ==
@@ -146,7 +148,8 @@ TEST_CASE("errors name the offending field") {
 
 TEST_CASE("syntax errors, trailing garbage, oversize and deep nesting are rejected with a reason") {
   CHECK(error_of(R"({"worker_id": 1,)").rfind("invalid JSON:", 0) == 0);
-  CHECK(error_of(R"({"worker_id": 1, "event": {"event_id": 1, "data": "cleared"}} xyz)").rfind("invalid JSON:", 0) == 0);
+  CHECK(error_of(R"({"worker_id": 1, "event": {"event_id": 1, "data": "cleared"}} xyz)").rfind("invalid JSON:", 0) ==
+        0);
   CHECK(error_of("").rfind("invalid JSON:", 0) == 0);
 
   DecodeLimits small;

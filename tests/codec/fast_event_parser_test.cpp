@@ -29,9 +29,12 @@ struct Tally {
   std::size_t rejected = 0;
   std::size_t disagreements = 0;
   void add(Verdict v) {
-    if (v == Verdict::fast) ++fast;
-    else if (v == Verdict::fallback_accepted) ++fallback_accepted;
-    else ++rejected;
+    if (v == Verdict::fast)
+      ++fast;
+    else if (v == Verdict::fallback_accepted)
+      ++fallback_accepted;
+    else
+      ++rejected;
   }
 };
 
@@ -44,8 +47,8 @@ bool same_line(const EventLogLine& a, const EventLogLine& b) {
 // Runs one entry point both ways. A disagreement is reported with the document; the public decoder
 // must equal the DOM decoder exactly (value, or error message).
 template <class T, class Fast, class Dom, class Pub, class Same>
-Verdict compare(std::string_view text, const DecodeLimits& limits, Fast fast, Dom dom, Pub pub, Same same,
-                Tally& tally, const char* entry) {
+Verdict compare(std::string_view text, const DecodeLimits& limits, Fast fast, Dom dom, Pub pub, Same same, Tally& tally,
+                const char* entry) {
   T fast_out{};
   const bool fast_ok = fast(text, limits, fast_out);
   const auto dom_out = dom(text, limits);
@@ -164,19 +167,31 @@ class Generator {
                                      "\"\xc3\xa9\"",
                                      "\"kv.events.1\""};
     // Plain mode leaves out what the fast path hands to the DOM decoder (exponents, raw non-ASCII).
-    static const char* kPlainScalars[] = {"0",       "-0",     "1.5",        "-12",  "123456789012345678901234567890",
-                                          "0.000001", "true",  "false",      "null", R"("a\"b\\c\/d\b\f\n\r\t")",
-                                          R"("\u00e9\u0000")", R"("\ud83d\ude00")", R"("")"};
+    static const char* kPlainScalars[] = {"0",
+                                          "-0",
+                                          "1.5",
+                                          "-12",
+                                          "123456789012345678901234567890",
+                                          "0.000001",
+                                          "true",
+                                          "false",
+                                          "null",
+                                          R"("a\"b\\c\/d\b\f\n\r\t")",
+                                          R"("\u00e9\u0000")",
+                                          R"("\ud83d\ude00")",
+                                          R"("")"};
     const std::uint64_t pick = below(depth < 3 ? 10 : 7);
     if (pick < 7) return plain_ ? kPlainScalars[below(std::size(kPlainScalars))] : kScalars[below(std::size(kScalars))];
     if (pick < 9) {
       std::string out = "[" + ws();
-      for (std::uint64_t i = 0, n = below(3); i < n; ++i) out += (i ? "," + ws() : "") + unknown_value(depth + 1) + ws();
+      for (std::uint64_t i = 0, n = below(3); i < n; ++i)
+        out += (i ? "," + ws() : "") + unknown_value(depth + 1) + ws();
       return out + "]";
     }
     std::string out = "{" + ws();
     for (std::uint64_t i = 0, n = below(3); i < n; ++i) {
-      out += (i ? "," + ws() : "") + "\"k" + std::to_string(i) + "\"" + ws() + ":" + ws() + unknown_value(depth + 1) + ws();
+      out += (i ? "," + ws() : "") + "\"k" + std::to_string(i) + "\"" + ws() + ":" + ws() + unknown_value(depth + 1) +
+             ws();
     }
     return out + "}";
   }
@@ -213,11 +228,14 @@ class Generator {
     if (kind < 6) {
       std::vector<Member> stored;
       if (chance(0.5)) stored.push_back({"parent_hash", chance(0.2) ? "null" : number(u64())});
-      if (chance(0.2)) stored.push_back({"start_position", chance(0.2) ? "null" : number(chance(0.8) ? below(100) : u64())});
+      if (chance(0.2))
+        stored.push_back({"start_position", chance(0.2) ? "null" : number(chance(0.8) ? below(100) : u64())});
       std::string blocks = "[" + ws();
       for (std::uint64_t i = 0, n = below(6); i < n; ++i) {
         std::vector<Member> block{{"block_hash", number(u64())}, {"tokens_hash", number(u64())}};
-        if (chance(0.05)) block.push_back({"mm_extra_info", chance(0.5) ? "null" : R"({"mm_hashes":[1,2],"b":{"z":1.5,"a":"\u00e9"}})"});
+        if (chance(0.05))
+          block.push_back(
+              {"mm_extra_info", chance(0.5) ? "null" : R"({"mm_hashes":[1,2],"b":{"z":1.5,"a":"\u00e9"}})"});
         blocks += (i ? "," + ws() : "") + object(std::move(block)) + ws();
       }
       stored.push_back({"blocks", blocks + "]"});
@@ -227,8 +245,8 @@ class Generator {
       for (std::uint64_t i = 0, n = below(6); i < n; ++i) hashes += (i ? "," + ws() : "") + number(u64()) + ws();
       body.push_back({"data", object({{"removed", object({{"block_hashes", hashes + "]"}})}})});
     } else {
-      static const char* kCleared[] = {R"("cleared")", R"({"cleared":null})", R"({"cleared":{}})", R"({"cleared": { }})",
-                                       R"("clea\u0072ed")"};
+      static const char* kCleared[] = {R"("cleared")", R"({"cleared":null})", R"({"cleared":{}})",
+                                       R"({"cleared": { }})", R"("clea\u0072ed")"};
       body.push_back({"data", kCleared[below(std::size(kCleared) - (plain_ ? 1 : 0))]});
     }
     std::vector<Member> root{{"worker_id", number(u64())}, {"event", object(std::move(body))}};
@@ -247,8 +265,8 @@ class Generator {
 
   std::string log_line() {
     if (chance(0.3)) return router_event();
-    static const char* kTs[] = {"1733140000.25", "1733140000", "-0", "0.1", "-5", "18446744073709551615",
-                                "18446744073709551616", "null", "1e3"};
+    static const char* kTs[] = {"1733140000.25",        "1733140000",           "-0",   "0.1", "-5",
+                                "18446744073709551615", "18446744073709551616", "null", "1e3"};
     const std::size_t ts_choices = std::size(kTs) - (plain_ ? 1 : 0);
     std::vector<Member> root{{"event", router_event()}};
     if (chance(0.8)) root.push_back({"ts", kTs[below(ts_choices)]});
@@ -286,8 +304,16 @@ class Generator {
         break;
       }
       default: {  // a u64 boundary value replaces a number
-        static const char* kBoundaries[] = {"18446744073709551615", "18446744073709551616", "99999999999999999999",
-                                            "4294967295", "4294967296", "00", "-1", "1.0", "1e2", "0"};
+        static const char* kBoundaries[] = {"18446744073709551615",
+                                            "18446744073709551616",
+                                            "99999999999999999999",
+                                            "4294967295",
+                                            "4294967296",
+                                            "00",
+                                            "-1",
+                                            "1.0",
+                                            "1e2",
+                                            "0"};
         std::size_t d = text.find_first_of("0123456789", at);
         if (d != std::string::npos) {
           std::size_t e = text.find_first_not_of("0123456789", d);
@@ -351,7 +377,8 @@ TEST_CASE("fast parser: hand-picked edge cases agree, and the fast path takes th
       {base_head + "1e2" + base_tail, Verdict::rejected},
       {base_head + "+1" + base_tail, Verdict::rejected},
       {base_head + "1" + base_tail + " ", Verdict::fast},
-      {" \t\r\n{ \"worker_id\" : 1 , \"event\" : { \"event_id\" : 2 , \"data\" : { \"removed\" : { \"block_hashes\" : [ 1 , 2 ] } } } } \n",
+      {" \t\r\n{ \"worker_id\" : 1 , \"event\" : { \"event_id\" : 2 , \"data\" : { \"removed\" : { \"block_hashes\" : "
+       "[ 1 , 2 ] } } } } \n",
        Verdict::fast},
       {R"({"worker_id":1,"worker_id":2,"event":{"event_id":1,"data":"cleared"}})", Verdict::fallback_accepted},
       {R"({"worker_id":1,"event":{"event_id":1,"data":{"stored":{"blocks":[]},"stored":{"blocks":[]}}}})",
@@ -371,7 +398,8 @@ TEST_CASE("fast parser: hand-picked edge cases agree, and the fast path takes th
       {R"({"worker_id":1,"event":{"event_id":1,"data":{}}})", Verdict::rejected},
       {R"({"worker_id":1,"event":{"event_id":1,"data":{"cleared":[]}}})", Verdict::rejected},
       {R"({"worker_id":1,"event":{"event_id":1,"dp_rank":null,"data":"cleared"}})", Verdict::rejected},
-      {R"({"worker_id":1,"storage_tier":null,"event":{"event_id":1,"dp_rank":4294967295,"data":"cleared"}})", Verdict::fast},
+      {R"({"worker_id":1,"storage_tier":null,"event":{"event_id":1,"dp_rank":4294967295,"data":"cleared"}})",
+       Verdict::fast},
       {R"({"worker_id":1,"event":{"event_id":1,"data":{"stored":{"parent_hash":null,"start_position":null,"blocks":[{"tokens_hash":2,"block_hash":1,"mm_extra_info":null}]}}}})",
        Verdict::fast},
       {R"({"worker_id":1,"event":{"event_id":1,"data":{"stored":{"blocks":[{"block_hash":1,"tokens_hash":2,"mm_extra_info":{"b":[1.50,"\u00e9"],"a":{}}}]}}}})",
@@ -432,7 +460,8 @@ TEST_CASE("fast parser: hand-picked edge cases agree, and the fast path takes th
   CHECK(tally.disagreements == 0);
 }
 
-TEST_CASE("fast parser: randomized valid documents and byte mutations never make it accept more or decode differently") {
+TEST_CASE(
+    "fast parser: randomized valid documents and byte mutations never make it accept more or decode differently") {
   Tally originals;
   Tally mutants;
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
@@ -493,7 +522,8 @@ TEST_CASE("bench: decode rate, fast path vs DOM decoder" * doctest::skip(true)) 
     e.event.dp_rank = static_cast<DpRank>(i % 2);
     KvCacheStoreData d;
     d.parent_hash = ExternalSequenceBlockHash{i * 0x9E3779B97F4A7C15ULL};
-    for (std::uint64_t b = 0; b < 4; ++b) d.blocks.push_back(StoredBlock{{(i + b) * 1000003}, {i * 16 + b}, std::nullopt});
+    for (std::uint64_t b = 0; b < 4; ++b)
+      d.blocks.push_back(StoredBlock{{(i + b) * 1000003}, {i * 16 + b}, std::nullopt});
     e.event.data = d;
     docs.push_back(encode_router_event(e));
   }

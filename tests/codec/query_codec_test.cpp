@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
-#include <nlohmann/json.hpp>
 #include <xxhash.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 
@@ -14,8 +14,7 @@ using nlohmann::json;
 TEST_CASE("score request with local hashes decodes u64 values exactly") {
   auto decoded = decode_score_request(R"({"local_hashes":[1, 18446744073709551615, 3]})");
   REQUIRE_MESSAGE(decoded.ok(), decoded.error().message());
-  CHECK(decoded.value().local_hashes ==
-        std::vector<LocalBlockHash>{{1}, {18446744073709551615ULL}, {3}});
+  CHECK(decoded.value().local_hashes == std::vector<LocalBlockHash>{{1}, {18446744073709551615ULL}, {3}});
   auto again = decode_score_request(encode_score_request(decoded.value()));
   REQUIRE(again.ok());
   CHECK(again.value().local_hashes == decoded.value().local_hashes);

@@ -44,9 +44,10 @@ TEST_CASE("request lifecycle decodes each op with its fields and round-trips") {
   CHECK(admit.value().request_id == "r1");
   CHECK(admit.value().dp_rank == 2);
   CHECK(admit.value().block_hashes == std::vector<ExternalSequenceBlockHash>{{5}, {6}});
-  for (const char* text : {R"({"op":"admit","request_id":"r1","dp_rank":2,"block_hashes":[5,6]})",
-                           R"({"op":"output","request_id":"r","block_hash":18446744073709551615})",
-                           R"({"op":"fraction","request_id":"r","fraction":0.25})", R"({"op":"finish","request_id":"r"})"}) {
+  for (const char* text :
+       {R"({"op":"admit","request_id":"r1","dp_rank":2,"block_hashes":[5,6]})",
+        R"({"op":"output","request_id":"r","block_hash":18446744073709551615})",
+        R"({"op":"fraction","request_id":"r","fraction":0.25})", R"({"op":"finish","request_id":"r"})"}) {
     CAPTURE(text);
     auto decoded = decode_request_lifecycle(text);
     REQUIRE_MESSAGE(decoded.ok(), decoded.error().message());

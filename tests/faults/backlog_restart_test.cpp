@@ -83,30 +83,40 @@ void run_backlog_server_restarts(WorkerId workers, int per_stream, int outages, 
   ServeProcess serve(server, dir, "backlog", {"--lanes", "2", "--snapshot-interval", "0"});
   for (int k = 1; k <= outages; ++k) {
     // Each outage hits mid-backlog: after kvidx got through part of it, well before the end.
-    wait_for_progress(server, serve, events.size() * static_cast<std::size_t>(k) / static_cast<std::size_t>(outages + 2));
-    if (kill9) server.kill9();
-    else server.stop();
+    wait_for_progress(server, serve,
+                      events.size() * static_cast<std::size_t>(k) / static_cast<std::size_t>(outages + 2));
+    if (kill9)
+      server.kill9();
+    else
+      server.stop();
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     server.restart();
   }
   const Json stats = check_final_index(server, serve, events);
   CHECK(stats.at("events_applied").get<std::uint64_t>() == events.size());  // one process: nothing restored
-  MESSAGE(events.size() << " backlogged events drained through " << outages << std::string(kill9 ? " server kills" : " server restarts"));
+  MESSAGE(events.size() << " backlogged events drained through " << outages
+                        << std::string(kill9 ? " server kills" : " server restarts"));
   CHECK(serve.stop(SIGTERM) == 0);
 }
 
 }  // namespace
 
 TEST_SUITE("faults") {
-TEST_CASE("faults: nats-server restarted twice while kvidx serve drains a backlog, no crash and the index matches an offline apply") {
+TEST_CASE(
+    "faults: nats-server restarted twice while kvidx serve drains a backlog, no crash and the index matches an offline "
+    "apply") {
   run_backlog_server_restarts(16, 1500, 2, false);
 }
 
-TEST_CASE("faults: nats-server killed twice while kvidx serve drains a backlog, no crash and the index matches an offline apply") {
+TEST_CASE(
+    "faults: nats-server killed twice while kvidx serve drains a backlog, no crash and the index matches an offline "
+    "apply") {
   run_backlog_server_restarts(16, 1500, 2, true);
 }
 
-TEST_CASE("faults: kvidx serve killed three times in quick succession during a backlog, then restarted, matches an offline apply") {
+TEST_CASE(
+    "faults: kvidx serve killed three times in quick succession during a backlog, then restarted, matches an offline "
+    "apply") {
   NatsServer server;
   TempDir dir;
   {
@@ -142,4 +152,4 @@ TEST_CASE("faults: a fresh durable catches up a 100k-message backlog with the de
   check_final_index(server, serve, events);
   CHECK(serve.stop(SIGTERM) == 0);
 }
-}
+}  // TEST_SUITE("faults")

@@ -46,25 +46,30 @@ const std::string kConfig = std::string(KVIDX_SOURCE_DIR) + "/deploy/kvidx.toml"
 TEST_SUITE("deploy") {
 
 TEST_CASE("deploy: the compose file's kvidx.toml passes kvidx serve --check-config with the values it sets") {
-  const auto result = testing::run_command({testing::built_binary("kvidx"), "serve", "--config", kConfig, "--check-config"});
+  const auto result =
+      testing::run_command({testing::built_binary("kvidx"), "serve", "--config", kConfig, "--check-config"});
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
   // The secrets are named (files mounted by the compose file), never read here: they need not exist.
-  CHECK(result.out.find("config ok: nats tls://nats:4222 (auth: nkey /run/secrets/kvidx_nkey, tls ca /run/secrets/nats_ca, "
-                        "tls cert /run/secrets/kvidx_cert key /run/secrets/kvidx_key, inbox prefix _INBOX_kvidx), "
-                        "mode jetstream, 4 lanes, prefix 'kv', durable 'kvidx', metrics 127.0.0.1:9464") == 0);
+  CHECK(result.out.find(
+            "config ok: nats tls://nats:4222 (auth: nkey /run/secrets/kvidx_nkey, tls ca /run/secrets/nats_ca, "
+            "tls cert /run/secrets/kvidx_cert key /run/secrets/kvidx_key, inbox prefix _INBOX_kvidx), "
+            "mode jetstream, 4 lanes, prefix 'kv', durable 'kvidx', metrics 127.0.0.1:9464") == 0);
   CHECK(result.out.find("max message bytes 8388608, max blocks per event 1048576") != std::string::npos);
   // A broken config is a usage error, not a silent default.
   TempDir dir;
   std::ofstream(dir.file("bad.toml")) << "lanes = 0\n";
-  CHECK(testing::run_command({testing::built_binary("kvidx"), "serve", "--config", dir.file("bad.toml"), "--check-config"})
+  CHECK(testing::run_command(
+            {testing::built_binary("kvidx"), "serve", "--config", dir.file("bad.toml"), "--check-config"})
             .exit_code == 2);
   std::ofstream(dir.file("typo.toml")) << "snapshot-interval = \"soon\"\n";
-  CHECK(testing::run_command({testing::built_binary("kvidx"), "serve", "--config", dir.file("typo.toml"), "--check-config"})
+  CHECK(testing::run_command(
+            {testing::built_binary("kvidx"), "serve", "--config", dir.file("typo.toml"), "--check-config"})
             .exit_code == 2);
 }
 
-TEST_CASE("deploy: kvidx serve runs with the compose config against the deployment's secured nats-server and stops cleanly") {
+TEST_CASE(
+    "deploy: kvidx serve runs with the compose config against the deployment's secured nats-server and stops cleanly") {
   // deploy/make-secrets makes the CA, certificates, nkeys and auth.conf; deploy/nats/nats-server.conf
   // runs with them (its /etc/nats and /data paths, ports and store moved into the test's temp dir).
   TempDir dir;
@@ -77,7 +82,8 @@ TEST_CASE("deploy: kvidx serve runs with the compose config against the deployme
   conf = std::regex_replace(conf, std::regex("/etc/nats/secrets/"), secrets + "/");
   // The test's server fixture gives its own store dir (-sd) and port (-p).
   conf = std::regex_replace(conf, std::regex("store_dir: /data"), "");
-  conf = std::regex_replace(conf, std::regex("\nhttp: 8222"), "\nhttp: \"127.0.0.1:" + std::to_string(http_port) + "\"");
+  conf =
+      std::regex_replace(conf, std::regex("\nhttp: 8222"), "\nhttp: \"127.0.0.1:" + std::to_string(http_port) + "\"");
   std::ofstream(dir.file("nats-server.conf")) << conf;
   std::ofstream(dir.file("permissions.conf")) << source_file("deploy/nats/permissions.conf");
   std::ofstream(dir.file("auth.conf")) << read_text(secrets + "/auth.conf");
@@ -88,29 +94,35 @@ TEST_CASE("deploy: kvidx serve runs with the compose config against the deployme
   auto as = [&](const std::string& role, std::vector<std::string> args, const std::string& inbox) {
     std::vector<std::string> out = {testing::built_binary("kvidx")};
     out.insert(out.end(), args.begin(), args.end());
-    for (const std::string& a : {std::string("--nats"), url, std::string("--tlsca"), secrets + "/ca.pem",
-                                 std::string("--tlscert"), secrets + "/" + role + ".pem", std::string("--tlskey"),
-                                 secrets + "/" + role + ".key", std::string("--nkey"), secrets + "/" + role + ".nk",
-                                 std::string("--inbox-prefix"), inbox}) {
+    for (const std::string& a :
+         {std::string("--nats"), url, std::string("--tlsca"), secrets + "/ca.pem", std::string("--tlscert"),
+          secrets + "/" + role + ".pem", std::string("--tlskey"), secrets + "/" + role + ".key", std::string("--nkey"),
+          secrets + "/" + role + ".nk", std::string("--inbox-prefix"), inbox}) {
       out.push_back(a);
     }
     return out;
   };
   const int metrics_port = testing::find_free_port();
   // The compose config as is, but for where the server and the secrets are.
-  testing::ChildProcess serve(as("kvidx", {"serve", "--config", kConfig, "--metrics", "127.0.0.1:" + std::to_string(metrics_port)},
-                                 "_INBOX_kvidx"),
-                              dir.file("serve.log"));
-  REQUIRE_MESSAGE(testing::wait_until([&] { return testing::run_command(as("operator", {"workers", "--timeout", "0.5"}, "_INBOX_operator"))
-                                              .exit_code == 0; },
-                             std::chrono::seconds(30)),
-                  read_text(dir.file("serve.log.err")));
+  testing::ChildProcess serve(
+      as("kvidx", {"serve", "--config", kConfig, "--metrics", "127.0.0.1:" + std::to_string(metrics_port)},
+         "_INBOX_kvidx"),
+      dir.file("serve.log"));
+  REQUIRE_MESSAGE(
+      testing::wait_until(
+          [&] {
+            return testing::run_command(as("operator", {"workers", "--timeout", "0.5"}, "_INBOX_operator")).exit_code ==
+                   0;
+          },
+          std::chrono::seconds(30)),
+      read_text(dir.file("serve.log.err")));
   {
     EventLogWriter out(dir.file("events.jsonl"));
     out.write(testing::make_store_event(1, {1, 2, 3}));
     REQUIRE(out.close());
   }
-  const auto published = testing::run_command(as("worker-1", {"publish", "--events", dir.file("events.jsonl")}, "_INBOX_worker1"));
+  const auto published =
+      testing::run_command(as("worker-1", {"publish", "--events", dir.file("events.jsonl")}, "_INBOX_worker1"));
   CHECK_MESSAGE(published.exit_code == 0, published.err);
   testing::CommandResult score;
   CHECK_MESSAGE(testing::wait_until(
@@ -123,7 +135,8 @@ TEST_CASE("deploy: kvidx serve runs with the compose config against the deployme
                     std::chrono::seconds(15)),
                 score.out << score.err);
   // The router may not change the index; a client without the deployment's certificate gets nowhere.
-  CHECK(testing::run_command(as("router", {"remove-worker", "--worker-id", "1", "--timeout", "1"}, "_INBOX_router")).exit_code == 4);
+  CHECK(testing::run_command(as("router", {"remove-worker", "--worker-id", "1", "--timeout", "1"}, "_INBOX_router"))
+            .exit_code == 4);
   CHECK(testing::run_command({testing::built_binary("kvidx"), "workers", "--nats", url, "--tlsca", secrets + "/ca.pem",
                               "--nkey", secrets + "/router.nk"})
             .exit_code == 4);
@@ -131,7 +144,9 @@ TEST_CASE("deploy: kvidx serve runs with the compose config against the deployme
   CHECK(read_text(dir.file("serve.log")).find("Permissions Violation") == std::string::npos);
 }
 
-TEST_CASE("deploy: docker-compose mounts the config where the Dockerfile reads it, the Dockerfile has lib.sh's build packages") {
+TEST_CASE(
+    "deploy: docker-compose mounts the config where the Dockerfile reads it, the Dockerfile has lib.sh's build "
+    "packages") {
   const std::string compose = source_file("docker-compose.yml");
   const std::string dockerfile = source_file("Dockerfile");
   CHECK(compose.find("./deploy/kvidx.toml:/etc/kvidx/kvidx.toml:ro") != std::string::npos);
@@ -162,8 +177,9 @@ TEST_CASE("deploy: docker-compose mounts the config where the Dockerfile reads i
   for (std::string pkg; packages >> pkg;) {
     if (test_only.count(pkg)) continue;
     ++checked;
-    CHECK_MESSAGE(std::regex_search(build_stage, std::regex("[ \\n]" + pkg + "[ \\n\\\\]")), "Dockerfile lacks " << pkg);
+    CHECK_MESSAGE(std::regex_search(build_stage, std::regex("[ \\n]" + pkg + "[ \\n\\\\]")),
+                  "Dockerfile lacks " << pkg);
   }
   CHECK(checked >= 15);
 }
-}
+}  // TEST_SUITE("deploy")

@@ -7,8 +7,8 @@
 #include <sstream>
 #include <thread>
 
-#include "libcodec/event_codec.h"
 #include "libbus/subjects.h"
+#include "libcodec/event_codec.h"
 #include "tests/support/event_builders.h"
 
 namespace kvidx::faults {
@@ -73,7 +73,8 @@ std::string ServeProcess::log() const {
 
 bool nodes_within_bound(const Json& stats) {
   const auto nodes = stats.at("nodes").get<std::uint64_t>();
-  const auto bound = stats.at("blocks").get<std::uint64_t>() + stats.at("blocks_pending_cleanup").get<std::uint64_t>() + 1;
+  const auto bound =
+      stats.at("blocks").get<std::uint64_t>() + stats.at("blocks_pending_cleanup").get<std::uint64_t>() + 1;
   if (nodes <= bound) return true;
   MESSAGE("nodes " << nodes << " exceed blocks + blocks_pending_cleanup + 1 = " << bound);
   return false;
@@ -96,8 +97,7 @@ Json wait_ready(bus::Connection& conn, ServeProcess& serve, std::chrono::seconds
   return {};
 }
 
-Json wait_acked(bus::Connection& conn, ServeProcess& serve, std::uint64_t sequence,
-                       std::chrono::seconds timeout) {
+Json wait_acked(bus::Connection& conn, ServeProcess& serve, std::uint64_t sequence, std::chrono::seconds timeout) {
   const auto deadline = Clock::now() + timeout;
   Json last;
   while (Clock::now() < deadline) {
@@ -144,7 +144,7 @@ std::vector<RouterEvent> admin_dump(bus::Connection& conn) {
 }
 
 std::uint64_t publish_retrying(bus::JetStream& js, const std::string& subject, const std::string& body,
-                                      Clock::time_point deadline, int* retries) {
+                               Clock::time_point deadline, int* retries) {
   while (true) {
     auto ack = js.publish(subject, body);
     if (ack.ok()) return ack.value().sequence;

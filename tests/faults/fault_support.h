@@ -6,8 +6,8 @@
 #pragma once
 
 #include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 #include <sys/types.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -20,10 +20,10 @@
 #include <tuple>
 #include <vector>
 
-#include "libcodec/event_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
 #include "libbus/subjects.h"
+#include "libcodec/event_codec.h"
 #include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/child_process.h"
 #include "tests/support/event_builders.h"

@@ -154,7 +154,9 @@ TEST_CASE("hostile: a 10^6-block store event is bounded by the message size, the
 TEST_CASE("hostile: u64 overflow and negative numbers are rejected with the field's path") {
   CHECK(error_of(R"({"worker_id":18446744073709551616,"event":{"event_id":0,"data":"cleared"}})")
             .rfind("worker_id: expected an unsigned 64-bit integer", 0) == 0);
-  CHECK(decode_router_events(R"({"worker_id":18446744073709551615,"event":{"event_id":18446744073709551615,"data":"cleared"}})").ok());
+  CHECK(decode_router_events(
+            R"({"worker_id":18446744073709551615,"event":{"event_id":18446744073709551615,"data":"cleared"}})")
+            .ok());
   CHECK(error_of(R"({"worker_id":-1,"event":{"event_id":0,"data":"cleared"}})") ==
         "worker_id: expected an unsigned 64-bit integer, got negative integer");
   CHECK(error_of(R"({"worker_id":1,"event":{"event_id":-5,"data":"cleared"}})") ==
@@ -167,8 +169,9 @@ TEST_CASE("hostile: u64 overflow and negative numbers are rejected with the fiel
             .rfind("event.data.removed.block_hashes[0]: expected an unsigned 64-bit integer", 0) == 0);
 }
 
-TEST_CASE("hostile: through the service, each bad message is dead-lettered with its reason and counted, valid but "
-          "inapplicable events are counted by the tree and never corrupt it") {
+TEST_CASE(
+    "hostile: through the service, each bad message is dead-lettered with its reason and counted, valid but "
+    "inapplicable events are counted by the tree and never corrupt it") {
   NatsServer server;
   bus::ServiceConfig config;
   config.nats_url = server.url();
@@ -277,7 +280,8 @@ TEST_CASE("hostile: through the service, each bad message is dead-lettered with 
   const Json deep = ask(R"({"local_hashes":[[[[[[[[[[1]]]]]]]]]]})");
   CHECK(deep.at("error").at("message") == "JSON nesting deeper than 8 levels");
   const Json negative = ask(R"({"local_hashes":[1,-1]})");
-  CHECK(negative.at("error").at("message") == "local_hashes[1]: expected an unsigned 64-bit integer, got negative integer");
+  CHECK(negative.at("error").at("message") ==
+        "local_hashes[1]: expected an unsigned 64-bit integer, got negative integer");
 }
 
 TEST_CASE("hostile: kvidx serve limit flags change what is accepted") {
@@ -290,7 +294,9 @@ TEST_CASE("hostile: kvidx serve limit flags change what is accepted") {
   Json five = Json::array({1, 2, 3, 4, 5});
   for (const bool limited : {true, false}) {
     std::vector<std::string> flags = {"--snapshot-interval", "0", "--no-restore"};
-    if (limited) flags.insert(flags.end(), {"--max-blocks-per-event", "8", "--max-query-hashes", "4", "--max-message-bytes", "4096"});
+    if (limited)
+      flags.insert(flags.end(),
+                   {"--max-blocks-per-event", "8", "--max-query-hashes", "4", "--max-message-bytes", "4096"});
     ServeProcess serve(server, dir, limited ? "limited" : "defaults", flags);
     wait_ready(conn, serve);
     const std::uint64_t before = admin_stats(conn)->at("dead_letters").get<std::uint64_t>();
@@ -349,7 +355,8 @@ TEST_CASE("hostile: kvidx serve dead-letters valid JSON followed by other bytes,
 
   const auto letters = inbox.wait_for(2);
   REQUIRE(letters.size() == 2);
-  const std::string reason = "decode: invalid JSON: trailing bytes after the JSON value at offset " + std::to_string(event.size());
+  const std::string reason =
+      "decode: invalid JSON: trailing bytes after the JSON value at offset " + std::to_string(event.size());
   CHECK(letters[0].reason == reason + R"(: \x00\x00garbage)");
   CHECK(letters[0].subject == "kv.events.5");
   CHECK(letters[0].body == garbage);  // the message as received, NUL bytes and all
@@ -363,7 +370,8 @@ TEST_CASE("hostile: kvidx serve dead-letters valid JSON followed by other bytes,
   const std::string admit = R"({"op":"admit","request_id":"r1","block_hashes":[1]})";
   auto refused = conn.request("kv.requests.5", admit + std::string("\0x", 2), 2000);
   REQUIRE(refused.ok());
-  CHECK(std::string(refused.value().data()).find("trailing bytes after the JSON value at offset " + std::to_string(admit.size())) !=
+  CHECK(std::string(refused.value().data())
+            .find("trailing bytes after the JSON value at offset " + std::to_string(admit.size())) !=
         std::string::npos);
   auto accepted = conn.request("kv.requests.5", admit + "\n", 2000);
   REQUIRE(accepted.ok());
@@ -383,9 +391,13 @@ TEST_CASE("hostile: kvidx serve quotes a huge token as a bounded excerpt in Kvid
 
   const std::string digits(100'001, '9');
   const std::string string(1'000'000, 'x');  // under NATS' 1 MiB max_payload with the envelope
-  REQUIRE(js.value().publish("kv.events.5", R"({"worker_id":)" + digits + R"(,"event":{"event_id":0,"data":"cleared"}})").ok());
-  REQUIRE(js.value().publish("kv.events.5", R"({"worker_id":5,"event":{"event_id":0,"data":")" + string + R"("}})").ok());
-  auto last = js.value().publish("kv.events.5", R"({"worker_id":5,"event":{"event_id":0,"data":{")" + string + R"(":null}}})");
+  REQUIRE(js.value()
+              .publish("kv.events.5", R"({"worker_id":)" + digits + R"(,"event":{"event_id":0,"data":"cleared"}})")
+              .ok());
+  REQUIRE(
+      js.value().publish("kv.events.5", R"({"worker_id":5,"event":{"event_id":0,"data":")" + string + R"("}})").ok());
+  auto last =
+      js.value().publish("kv.events.5", R"({"worker_id":5,"event":{"event_id":0,"data":{")" + string + R"(":null}}})");
   REQUIRE(last.ok());
   const Json stats = wait_acked(conn, serve, last.value().sequence);
   CHECK(stats.at("dead_letters") == 3);
@@ -417,7 +429,8 @@ TEST_CASE("hostile: kvidx serve quotes a huge token as a bounded excerpt in Kvid
   CHECK(count_lines_with(serve.log(), "dead-lettered a message of") >= 1);
 }
 
-TEST_CASE("hostile: a flood of malformed messages and queries makes a handful of log lines while every one is counted") {
+TEST_CASE(
+    "hostile: a flood of malformed messages and queries makes a handful of log lines while every one is counted") {
   NatsServer server;
   TempDir dir;
   bus::Connection conn = connect_to(server);
@@ -428,7 +441,8 @@ TEST_CASE("hostile: a flood of malformed messages and queries makes a handful of
   constexpr int kBadMessages = 2000;
   constexpr int kBadQueries = 300;
   constexpr int kBadLifecycle = 300;
-  for (int i = 0; i < kBadMessages; ++i) REQUIRE(js.value().publish("kv.events.7", "{not json " + std::to_string(i)).ok());
+  for (int i = 0; i < kBadMessages; ++i)
+    REQUIRE(js.value().publish("kv.events.7", "{not json " + std::to_string(i)).ok());
   const bus::Subjects subjects;
   for (int i = 0; i < kBadQueries; ++i) {
     auto reply = conn.request(subjects.query_scores(), R"({"local_hashes":[)" + std::to_string(i) + "]] ", 2000);
@@ -436,7 +450,8 @@ TEST_CASE("hostile: a flood of malformed messages and queries makes a handful of
     CHECK(std::string(reply.value().data()).find("bad_request") != std::string::npos);
   }
   for (int i = 0; i < kBadLifecycle; ++i) {
-    auto reply = conn.request("kv.requests.7", R"({"op":"teleport","request_id":"r)" + std::to_string(i) + R"("})", 2000);
+    auto reply =
+        conn.request("kv.requests.7", R"({"op":"teleport","request_id":"r)" + std::to_string(i) + R"("})", 2000);
     REQUIRE(reply.ok());
   }
   auto last = js.value().publish("kv.events.7", encode_router_event(testing::make_store_event(7, {1})));
@@ -468,7 +483,8 @@ TEST_CASE("hostile: a flood of malformed messages and queries makes a handful of
   CHECK(accounted == kBadMessages);
 }
 
-TEST_CASE("hostile: kvidx serve --max-streams bounds distinct (worker, rank) streams, removing a worker frees its places") {
+TEST_CASE(
+    "hostile: kvidx serve --max-streams bounds distinct (worker, rank) streams, removing a worker frees its places") {
   NatsServer server;
   TempDir dir;
   bus::Connection conn = connect_to(server);
@@ -479,10 +495,12 @@ TEST_CASE("hostile: kvidx serve --max-streams bounds distinct (worker, rank) str
   REQUIRE(js.ok());
 
   REQUIRE(js.value().publish("kv.events.1", encode_router_event(testing::make_store_event(1, {1}))).ok());
-  REQUIRE(js.value().publish("kv.events.1", encode_router_event(testing::make_store_event_with_dp_rank(1, {2}, 1))).ok());
+  REQUIRE(
+      js.value().publish("kv.events.1", encode_router_event(testing::make_store_event_with_dp_rank(1, {2}, 1))).ok());
   REQUIRE(js.value().publish("kv.events.2", encode_router_event(testing::make_store_event(2, {3}))).ok());
   // A fourth stream: the whole message is refused, the known stream's event in it too.
-  const std::vector<RouterEvent> batch = {testing::make_store_event(3, {4}), testing::make_store_event_with_dp_rank(3, {5}, 2)};
+  const std::vector<RouterEvent> batch = {testing::make_store_event(3, {4}),
+                                          testing::make_store_event_with_dp_rank(3, {5}, 2)};
   const std::string refused = encode_router_events(batch);
   REQUIRE(js.value().publish("kv.events.3", refused).ok());
   RouterEvent next = testing::make_store_event_with_parent(1, {1}, {6});
@@ -497,7 +515,8 @@ TEST_CASE("hostile: kvidx serve --max-streams bounds distinct (worker, rank) str
   auto letters = inbox.wait_for(1);
   REQUIRE(letters.size() == 1);
   CHECK(letters[0].reason.rfind("stream limit reached: 3 (worker, rank) streams; this message would add 2 new "
-                                "(worker 3 rank 0, worker 3 rank 2)", 0) == 0);
+                                "(worker 3 rank 0, worker 3 rank 2)",
+                                0) == 0);
   CHECK(letters[0].body == refused);
 
   // Removing worker 1 frees its two places: the same message is taken now.
@@ -563,8 +582,9 @@ TEST_CASE("hostile: rejected score queries are counted by reason in kvidx_querie
         Json{{"bad_json", 2}, {"limit", 1}, {"missing_field", 1}, {"wrong_type", 3}, {"invalid_value", 1}});
 }
 
-TEST_CASE("hostile: a dead letter over the server's max_payload is published truncated and counted as published, "
-          "one that cannot be published at all is counted as a failure") {
+TEST_CASE(
+    "hostile: a dead letter over the server's max_payload is published truncated and counted as published, "
+    "one that cannot be published at all is counted as a failure") {
   {
     NatsServer server(testing::NatsServerOptions::with_max_payload(4096));
     bus::ServiceConfig config;
@@ -628,4 +648,4 @@ TEST_CASE("hostile: a dead letter over the server's max_payload is published tru
     CHECK(service.healthy());
   }
 }
-}
+}  // TEST_SUITE("hostile")

@@ -39,10 +39,10 @@ TEST_CASE("serve: /metrics answers again after the process ran out of file descr
   const int port = find_free_port();
   const std::string log = dir.file("serve.log");
   // NOTE: prlimit sets the limit on itself and then executes kvidx: the child's pid is kvidx's.
-  ChildProcess serve({"/usr/bin/prlimit", "--nofile=64:64", built_binary("kvidx"), "--log-level", "info", "serve",
-                      "--nats", nats.url(), "--metrics", "127.0.0.1:" + std::to_string(port), "--snapshot-interval",
-                      "0", "--durable", "fds"},
-                     log);
+  ChildProcess serve(
+      {"/usr/bin/prlimit", "--nofile=64:64", built_binary("kvidx"), "--log-level", "info", "serve", "--nats",
+       nats.url(), "--metrics", "127.0.0.1:" + std::to_string(port), "--snapshot-interval", "0", "--durable", "fds"},
+      log);
   auto ok = [&](const std::string& path) {
     auto reply = http_get(port, path, 1000ms);
     return reply.has_value() && reply->status == 200;
@@ -61,7 +61,8 @@ TEST_CASE("serve: /metrics answers again after the process ran out of file descr
   CHECK(serve.running());
   for (int fd : held) ::close(fd);
 
-  CHECK_MESSAGE(wait_until([&] { return ok("/metrics") && ok("/healthz"); }, 15s), read_all(log) << read_all(log + ".err"));
+  CHECK_MESSAGE(wait_until([&] { return ok("/metrics") && ok("/healthz"); }, 15s), read_all(log)
+                                                                                       << read_all(log + ".err"));
   auto metrics = http_get(port, "/metrics");
   REQUIRE(metrics.has_value());
   CHECK(metrics->body.find("kvidx_http_accept_errors_total 0\n") == std::string::npos);
@@ -70,4 +71,4 @@ TEST_CASE("serve: /metrics answers again after the process ran out of file descr
   CHECK(serve.stop() == 0);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("faults")

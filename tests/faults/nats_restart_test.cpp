@@ -39,7 +39,8 @@ void run_nats_restarts(WorkerId workers, DpRank ranks, int events_per_stream, in
   std::thread killer([&] {
     for (int k = 1; k <= outages; ++k) {
       const std::size_t at = events.size() * static_cast<std::size_t>(k) / static_cast<std::size_t>(outages + 1);
-      while (published.load() < at && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      while (published.load() < at && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
       server.kill9();
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       server.restart();
@@ -54,7 +55,8 @@ void run_nats_restarts(WorkerId workers, DpRank ranks, int events_per_stream, in
   }
   killer.join();
   REQUIRE(outages_done.load() == outages);
-  MESSAGE(events.size() << " events published through " << outages << " server kills, " << retries << " publish retries");
+  MESSAGE(events.size() << " events published through " << outages << " server kills, " << retries
+                        << " publish retries");
 
   const std::uint64_t last = stream_last_sequence(conn);
   CHECK(last >= events.size());  // a retried publish may be stored twice
@@ -74,11 +76,13 @@ void run_nats_restarts(WorkerId workers, DpRank ranks, int events_per_stream, in
 }  // namespace
 
 TEST_SUITE("faults") {
-TEST_CASE("faults: nats-server killed and restarted mid-stream, kvidx serve resumes its durable and matches an offline apply") {
+TEST_CASE(
+    "faults: nats-server killed and restarted mid-stream, kvidx serve resumes its durable and matches an offline "
+    "apply") {
   run_nats_restarts(8, 2, 40, 2);
 }
-}
+}  // TEST_SUITE("faults")
 
 TEST_SUITE("long") {
 TEST_CASE("faults long: nats-server killed and restarted 6 times mid-stream") { run_nats_restarts(32, 2, 80, 6); }
-}
+}  // TEST_SUITE("long")

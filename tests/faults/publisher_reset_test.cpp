@@ -80,4 +80,4 @@ TEST_CASE("faults: publisher restart with event_id reset to 0 clears that stream
   CHECK(scores.size() == expected.sizes.worker_count);  // every stream holds the shared prefix
   CHECK(serve.stop(SIGTERM) == 0);
 }
-}
+}  // TEST_SUITE("faults")

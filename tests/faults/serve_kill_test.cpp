@@ -85,11 +85,15 @@ void run_serve_kills(WorkerId workers, DpRank ranks, int events_per_stream, int 
 }  // namespace
 
 TEST_SUITE("faults") {
-TEST_CASE("faults: kvidx serve SIGKILLed 5 times at seeded random points restores the newest snapshot and matches an offline apply") {
+TEST_CASE(
+    "faults: kvidx serve SIGKILLed 5 times at seeded random points restores the newest snapshot and matches an offline "
+    "apply") {
   run_serve_kills(8, 2, 150, 5, 42);
 }
-}
+}  // TEST_SUITE("faults")
 
 TEST_SUITE("long") {
-TEST_CASE("faults long: kvidx serve SIGKILLed 20 times under a larger stream") { run_serve_kills(32, 2, 400, 20, 4242); }
+TEST_CASE("faults long: kvidx serve SIGKILLed 20 times under a larger stream") {
+  run_serve_kills(32, 2, 400, 20, 4242);
 }
+}  // TEST_SUITE("long")

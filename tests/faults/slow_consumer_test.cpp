@@ -66,7 +66,8 @@ void run_slow_consumer(std::size_t per_stream, std::chrono::seconds max_publish_
 
   // Half the events wait in the stream before kvidx starts: a backlog it must not load at once.
   const std::size_t backlog = events.size() / 2;
-  for (std::size_t i = 0; i < backlog; ++i) REQUIRE(js.value().publish_async(subjects.events(events[i]->worker_id), encode_router_event(*events[i])).ok());
+  for (std::size_t i = 0; i < backlog; ++i)
+    REQUIRE(js.value().publish_async(subjects.events(events[i]->worker_id), encode_router_event(*events[i])).ok());
   REQUIRE(js.value().publish_async_complete(60000).ok());
 
   ServeProcess serve(server, dir, "slow",
@@ -80,7 +81,8 @@ void run_slow_consumer(std::size_t per_stream, std::chrono::seconds max_publish_
   std::thread publisher([&] {
     const auto stop_at = Clock::now() + max_publish_time;
     for (std::size_t i = backlog; i < events.size() && Clock::now() < stop_at; ++i) {
-      if (!js.value().publish_async(subjects.events(events[i]->worker_id), encode_router_event(*events[i])).ok()) publish_failed = true;
+      if (!js.value().publish_async(subjects.events(events[i]->worker_id), encode_router_event(*events[i])).ok())
+        publish_failed = true;
     }
     if (!js.value().publish_async_complete(60000).ok()) publish_failed = true;
     publishing = false;
@@ -136,10 +138,10 @@ TEST_SUITE("faults") {
 TEST_CASE("faults: slow consumer (--lanes 1) under a burst keeps RSS bounded and loses nothing acknowledged") {
   run_slow_consumer(2500, std::chrono::seconds(10));
 }
-}
+}  // TEST_SUITE("faults")
 
 TEST_SUITE("long") {
 TEST_CASE("faults long: slow consumer with the publisher at full speed for 30 s") {
   run_slow_consumer(12000, std::chrono::seconds(30));
 }
-}
+}  // TEST_SUITE("long")

@@ -125,8 +125,8 @@ TEST_CASE("set_fraction_weights_only_the_exclusive_suffix_and_outputs") {
   CHECK(load.set_fraction("long", 0.0) == LoadStatus::ok);
   CHECK(load.active_blocks(kStreamA) == 2);
 
-  for (const double bad : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN(),
-                           std::numeric_limits<double>::infinity()}) {
+  for (const double bad :
+       {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     CHECK(load.set_fraction("long", bad) == LoadStatus::invalid_fraction);
   }
   CHECK(load.active_blocks(kStreamA) == 2);
@@ -214,8 +214,8 @@ TEST_CASE("concurrent_admit_and_finish_from_several_threads_drains_to_zero") {
         // Our four prompt blocks are live until we finish them. Each weighs at least 0.5: a
         // fraction another writer set stays on an edge our prompt later came to share.
         if (load.active_blocks(stream) < 2) failures.fetch_add(1);
-        const auto output = (std::uint64_t{1} << 40U) | (static_cast<std::uint64_t>(w) << 20U) |
-                            static_cast<std::uint64_t>(i);
+        const auto output =
+            (std::uint64_t{1} << 40U) | (static_cast<std::uint64_t>(w) << 20U) | static_cast<std::uint64_t>(i);
         if (load.append_output(id, ExternalSequenceBlockHash{output}) != LoadStatus::ok) failures.fetch_add(1);
         if (i % 3 == 0 && load.set_fraction(id, 0.5) != LoadStatus::ok) failures.fetch_add(1);
         in_flight.push_back(id);

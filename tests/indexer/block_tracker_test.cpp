@@ -389,7 +389,8 @@ TEST_CASE("deep_split_chain_release_is_iterative") {
   chains.push_back(tracker.acquire_prompt(seq(values)).chain);
   // Every prefix ends at its own split point, so the longest prompt spans kDepth nodes.
   for (std::uint64_t len = kDepth - 1; len >= 1; --len) {
-    chains.push_back(tracker.acquire_prompt(seq({values.begin(), values.begin() + static_cast<std::ptrdiff_t>(len)})).chain);
+    chains.push_back(
+        tracker.acquire_prompt(seq({values.begin(), values.begin() + static_cast<std::ptrdiff_t>(len)})).chain);
   }
   CHECK(Peer::node_count(tracker) == kDepth);
   // Release shortest-first: every prefix release leaves all blocks held by longer prompts.

@@ -69,8 +69,8 @@ TEST_CASE("intake counts gaps and clears only with clear_on_gap, across calls") 
     CHECK(t.missing_events == 3);
     CHECK(t.clears_inserted == (clear_on_gap ? 1u : 0u));
     if (clear_on_gap) {
-      CHECK(kinds_of(out) == std::vector<EventKind>{EventKind::stored, EventKind::cleared, EventKind::stored,
-                                                    EventKind::stored});
+      CHECK(kinds_of(out) ==
+            std::vector<EventKind>{EventKind::stored, EventKind::cleared, EventKind::stored, EventKind::stored});
       CHECK(out[1].stream() == WorkerWithDpRank{2, 1});
     } else {
       CHECK(kinds_of(out) == std::vector<EventKind>{EventKind::stored, EventKind::stored, EventKind::stored});

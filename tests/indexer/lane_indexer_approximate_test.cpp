@@ -286,7 +286,8 @@ TEST_CASE("concurrent decisions, expiry and queries keep the pruner and the tree
         for (std::size_t d = 0; d < length; ++d) chain.push_back(1 + ((state >> (4 * d)) & 3));
         CHECK(decide(index, stream, chain) == RoutingDecisionStatus::recorded);
         if (i % 64 == 0) clock.advance(100ms);
-        if (t == 0 && i % 500 == 0) REQUIRE(index.remove_worker(static_cast<WorkerId>((state >> 20) % 24)) == IndexerStatus::ok);
+        if (t == 0 && i % 500 == 0)
+          REQUIRE(index.remove_worker(static_cast<WorkerId>((state >> 20) % 24)) == IndexerStatus::ok);
       }
     });
   }

@@ -19,7 +19,9 @@ using namespace kvidx::testing;
 
 namespace {
 
-void apply(LaneIndexer& index, RouterEvent event) { REQUIRE(index.enqueue_event(std::move(event)) == IndexerStatus::ok); }
+void apply(LaneIndexer& index, RouterEvent event) {
+  REQUIRE(index.enqueue_event(std::move(event)) == IndexerStatus::ok);
+}
 
 void flush_and_settle(LaneIndexer& index) { REQUIRE(index.flush() == IndexerStatus::ok); }
 

@@ -174,8 +174,8 @@ void verify(const LaneIndexer& index, const PathModel& model, const Scenario& sc
       for (DpRank r = 0; r < scenario.ranks; ++r) {
         const WorkerWithDpRank stream{w, r};
         const std::uint32_t want = model.score(stream, query);
-        INFO("seed " << scenario.seed << " op " << op << " stream " << w << "/" << r << " query size "
-                     << query.size() << " scores " << testing::describe(scores));
+        INFO("seed " << scenario.seed << " op " << op << " stream " << w << "/" << r << " query size " << query.size()
+                     << " scores " << testing::describe(scores));
         if (want == 0) {
           REQUIRE_FALSE(scores.scores.contains(stream));
           continue;

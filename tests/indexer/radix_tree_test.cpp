@@ -99,8 +99,8 @@ TEST_CASE("race_suffix_reuse_with_divergent_split_preserves_workers") {
   apply_direct(index, lookup1, make_store_event(1, {1, 2, 3}));
   apply_direct(index, lookup2, make_store_event(2, {1, 2, 3}));
 
-  race_two_events(index, std::move(lookup1), make_store_event_with_parent(1, {1, 2, 3}, {4, 5, 6}),
-                  std::move(lookup2), make_store_event_with_parent(2, {1, 2, 3}, {7, 8}));
+  race_two_events(index, std::move(lookup1), make_store_event_with_parent(1, {1, 2, 3}, {4, 5, 6}), std::move(lookup2),
+                  make_store_event_with_parent(2, {1, 2, 3}, {7, 8}));
 
   CHECK(RadixTreeTestPeer::raw_child_edge_count(index) == 3);
   assert_edge_lengths(index, {2, 3, 3});
@@ -131,9 +131,9 @@ TEST_CASE("stale_scan_cannot_commit_after_split") {
 
   apply_direct(index, lookup2, make_store_event_with_parent(2, {1, 2, 3}, {7}));
 
-  CHECK_FALSE(node->promote_to_full_with_version(RadixTreeTestPeer::slot_for_test(index, worker3),
-                                                 stale_scan.shape_version)
-                  .has_value());
+  CHECK_FALSE(
+      node->promote_to_full_with_version(RadixTreeTestPeer::slot_for_test(index, worker3), stale_scan.shape_version)
+          .has_value());
 
   apply_direct(index, lookup3, make_store_event(3, {1, 2, 3, 4, 5, 6}));
 
@@ -178,7 +178,7 @@ TEST_CASE("tail_parent_split_before_child_lookup_repairs_to_suffix") {
 
   CHECK(RadixTreeTestPeer::edge_topology_for_test(index) ==
         std::vector{edge_topology({1, 2}, {edge_topology({3, 4}, {edge_topology({5, 6}, {}), edge_topology({7, 8}, {}),
-                                                                 edge_topology({9}, {})}),
+                                                                  edge_topology({9}, {})}),
                                            edge_topology({10}, {})})});
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
   assert_direct_score(index, {1, 2, 3, 4, 7, 8}, worker2, 6);
@@ -223,8 +223,8 @@ TEST_CASE("stale_tail_cursor_replans_before_descending_same_local_child") {
   assert_direct_score(index, {1, 5, 6, 7}, worker_b, 4);
   assert_direct_score(index, {1, 5, 6, 8}, worker_b, 4);
   CHECK(RadixTreeTestPeer::edge_topology_for_test(index) ==
-        std::vector{edge_topology({1}, {edge_topology({5, 6}, {edge_topology({7}, {}), edge_topology({8}, {})}),
-                                        edge_topology({7}, {})})});
+        std::vector{edge_topology(
+            {1}, {edge_topology({5, 6}, {edge_topology({7}, {}), edge_topology({8}, {})}), edge_topology({7}, {})})});
 }
 
 // ---- race_tests::remove ----
@@ -238,9 +238,8 @@ TEST_CASE("race_split_with_remove_repairs_stale_lookup_on_restore") {
   apply_direct(index, lookup1, make_store_event(1, {1, 2, 3, 4}));
   apply_direct(index, lookup2, make_store_event(2, {1, 2, 3, 4}));
 
-  auto [after1, after2] =
-      race_two_events(index, std::move(lookup1), make_store_event_with_parent(1, {1, 2}, {7}), std::move(lookup2),
-                      make_remove_event_with_parent(2, {1, 2}, {3}));
+  auto [after1, after2] = race_two_events(index, std::move(lookup1), make_store_event_with_parent(1, {1, 2}, {7}),
+                                          std::move(lookup2), make_remove_event_with_parent(2, {1, 2}, {3}));
 
   assert_direct_score(index, {1, 2, 7}, worker1, 3);
   assert_direct_score(index, {1, 2, 3, 4}, worker2, 2);
@@ -508,9 +507,10 @@ TEST_CASE("test_internal_split_reparents_existing_children_to_suffix") {
   apply_direct(index, lookup3, make_store_event(3, {1, 2, 3, 4}));
   apply_direct(index, lookup3, make_store_event_with_parent(3, {1, 2}, {9}));
 
-  CHECK(RadixTreeTestPeer::edge_topology_for_test(index) ==
-        std::vector{edge_topology(
-            {1, 2}, {edge_topology({3, 4}, {edge_topology({5, 6}, {}), edge_topology({7, 8}, {})}), edge_topology({9}, {})})});
+  CHECK(
+      RadixTreeTestPeer::edge_topology_for_test(index) ==
+      std::vector{edge_topology({1, 2}, {edge_topology({3, 4}, {edge_topology({5, 6}, {}), edge_topology({7, 8}, {})}),
+                                         edge_topology({9}, {})})});
   assert_direct_score(index, {1, 2, 3, 4, 5, 6}, worker1, 6);
   assert_direct_score(index, {1, 2, 3, 4, 7, 8}, worker2, 6);
   assert_direct_score(index, {1, 2, 9}, worker3, 3);

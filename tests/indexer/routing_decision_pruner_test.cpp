@@ -241,12 +241,12 @@ TEST_CASE("decision_pruner_size_cap_prunes_the_oldest_expiring_blocks_down_to_th
   // of stream B's chain; the newest chains (C and A's {11}) survive.
   REQUIRE(events.size() == 2);
   CHECK(events[0].stream() == kStreamA);
-  CHECK(removed(events[0]).block_hashes == std::vector<ExternalSequenceBlockHash>{
-                                               external_hashes({1, 2, 3}, {4})[0], external_hashes({1, 2}, {3})[0],
+  CHECK(removed(events[0]).block_hashes ==
+        std::vector<ExternalSequenceBlockHash>{external_hashes({1, 2, 3}, {4})[0], external_hashes({1, 2}, {3})[0],
                                                external_hashes({1}, {2})[0], external_hashes({}, {1})[0]});
   CHECK(events[1].stream() == kStreamB);
-  CHECK(removed(events[1]).block_hashes == std::vector<ExternalSequenceBlockHash>{
-                                               external_hashes({5, 6}, {7})[0], external_hashes({5}, {6})[0]});
+  CHECK(removed(events[1]).block_hashes ==
+        std::vector<ExternalSequenceBlockHash>{external_hashes({5, 6}, {7})[0], external_hashes({5}, {6})[0]});
   CHECK(pruner.tracked_blocks(kStreamA) == 1);
   CHECK(pruner.tracked_blocks(kStreamB) == 1);
   CHECK(pruner.tracked_blocks(kStreamC) == 3);

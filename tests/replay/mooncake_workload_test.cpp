@@ -11,7 +11,8 @@ namespace {
 std::vector<MooncakeRequest> load_trace(const char* name, std::size_t max_requests) {
   std::vector<MooncakeRequest> trace;
   std::string error;
-  REQUIRE_MESSAGE(load_mooncake_trace(std::string(KVIDX_SOURCE_DIR) + "/tests/data/traces/" + name, trace, error), error);
+  REQUIRE_MESSAGE(load_mooncake_trace(std::string(KVIDX_SOURCE_DIR) + "/tests/data/traces/" + name, trace, error),
+                  error);
   if (trace.size() > max_requests) trace.resize(max_requests);
   return trace;
 }
@@ -27,19 +28,23 @@ TEST_CASE("the Mooncake simulator only removes blocks its workers hold and stays
   testing::ReferenceIndex model;
   std::uint64_t removed_unknown = 0;
   std::map<WorkerWithDpRank, std::uint64_t> next_id;
-  const auto stats = simulate_workload(trace, options, WorkloadSink{[&](RouterEvent&& event) {
-    CHECK(event.event.event_id == next_id[event.stream()]++);  // dense ids per stream
-    if (const auto* removed = std::get_if<KvCacheRemoveData>(&event.event.data)) {
-      const auto before = model.block_count(event.stream());
-      model.apply(event);
-      // every hash named was held, so exactly that many blocks disappear
-      if (before - model.block_count(event.stream()) != removed->block_hashes.size()) ++removed_unknown;
-      // a worker evicts right after storing, down to its capacity
-      CHECK(model.block_count(event.stream()) <= options.capacity_blocks);
-    } else {
-      model.apply(event);
-    }
-  }, nullptr});
+  const auto stats = simulate_workload(
+      trace, options,
+      WorkloadSink{[&](RouterEvent&& event) {
+                     CHECK(event.event.event_id == next_id[event.stream()]++);  // dense ids per stream
+                     if (const auto* removed = std::get_if<KvCacheRemoveData>(&event.event.data)) {
+                       const auto before = model.block_count(event.stream());
+                       model.apply(event);
+                       // every hash named was held, so exactly that many blocks disappear
+                       if (before - model.block_count(event.stream()) != removed->block_hashes.size())
+                         ++removed_unknown;
+                       // a worker evicts right after storing, down to its capacity
+                       CHECK(model.block_count(event.stream()) <= options.capacity_blocks);
+                     } else {
+                       model.apply(event);
+                     }
+                   },
+                   nullptr});
   CHECK(removed_unknown == 0);
   CHECK(stats.requests == 3000);
   CHECK(stats.removed_events > 0);

@@ -40,9 +40,10 @@ std::map<WorkerWithDpRank, std::uint32_t> positive(const OverlapScores& scores) 
 TEST_CASE("replaying a generated Mooncake log of a million events scores as the reference model") {
   std::vector<MooncakeRequest> trace;
   std::string error;
-  REQUIRE_MESSAGE(load_mooncake_trace(std::string(KVIDX_SOURCE_DIR) + "/tests/data/traces/mooncake_conversation_trace.jsonl",
-                                      trace, error),
-                  error);
+  REQUIRE_MESSAGE(
+      load_mooncake_trace(std::string(KVIDX_SOURCE_DIR) + "/tests/data/traces/mooncake_conversation_trace.jsonl", trace,
+                          error),
+      error);
   WorkloadOptions options;
   options.workers = 32;
   options.copies = fleet_copies();

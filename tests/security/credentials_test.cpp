@@ -32,8 +32,8 @@ TEST_CASE("an nkey user authenticates with --nkey SEEDFILE, a wrong seed is refu
   results.push_back(run_command({kvidx_binary(), "workers", "--nats", server.url(), "--nkey", wrong}));
   CHECK(results.back().exit_code == 4);
   CHECK_MESSAGE(results.back().err.find("Authorization Violation") != std::string::npos, results.back().err);
-  results.push_back(run_command({kvidx_binary(), "workers", "--nats", server.url(), "--nkey",
-                                 write_file(dir, "garbage.nk", "SUNOTASEED")}));
+  results.push_back(run_command(
+      {kvidx_binary(), "workers", "--nats", server.url(), "--nkey", write_file(dir, "garbage.nk", "SUNOTASEED")}));
   CHECK(results.back().exit_code != 0);
   check_clean(results, seed);
 }
@@ -46,11 +46,11 @@ TEST_CASE("a token from --token-file or $NATS_TOKEN authenticates, a wrong one i
   const std::string log =
       serve_and_ask(dir, {"--nats", server.url(), "--token-file", write_file(dir, "token", token)}, results);
   CHECK(log.find(token) == std::string::npos);
-  results.push_back(run_command({"/usr/bin/env", "NATS_TOKEN=" + token, kvidx_binary(), "workers", "--nats",
-                                 server.url(), "--timeout", "0.5"}));
+  results.push_back(run_command(
+      {"/usr/bin/env", "NATS_TOKEN=" + token, kvidx_binary(), "workers", "--nats", server.url(), "--timeout", "0.5"}));
   CHECK(results.back().err.find("Authorization") == std::string::npos);  // no service runs: no reply, not refused
-  results.push_back(run_command({"/usr/bin/env", "NATS_TOKEN=tok-wrong", kvidx_binary(), "workers", "--nats",
-                                 server.url()}));
+  results.push_back(
+      run_command({"/usr/bin/env", "NATS_TOKEN=tok-wrong", kvidx_binary(), "workers", "--nats", server.url()}));
   CHECK(results.back().exit_code == 4);
   CHECK_MESSAGE(results.back().err.find("Authorization Violation") != std::string::npos, results.back().err);
   check_clean(results, token);
@@ -59,8 +59,8 @@ TEST_CASE("a token from --token-file or $NATS_TOKEN authenticates, a wrong one i
 TEST_CASE("user and password from --password-file or a nats CLI context authenticate, credentials never printed") {
   TempDir dir;
   const std::string password = "pw-Zq81-secret";
-  NatsServer server(server_with_config(
-      dir, "authorization { users = [ { user: kvidx, password: \"" + password + "\" } ] }\n"));
+  NatsServer server(
+      server_with_config(dir, "authorization { users = [ { user: kvidx, password: \"" + password + "\" } ] }\n"));
   std::vector<CommandResult> results;
   const std::string log = serve_and_ask(
       dir, {"--nats", server.url(), "--user", "kvidx", "--password-file", write_file(dir, "pw", password)}, results);
@@ -77,8 +77,9 @@ TEST_CASE("user and password from --password-file or a nats CLI context authenti
   CHECK(results.back().exit_code == 4);
   CHECK_MESSAGE(results.back().err.find("Authorization Violation") != std::string::npos, results.back().err);
   // serve --check-config names what is set, never the value.
-  results.push_back(run_command({kvidx_binary(), "serve", "--check-config", "--nats",
-                                 "nats://kvidx:" + password + "@127.0.0.1:4222", "--tlsca", "/run/secrets/absent.pem"}));
+  results.push_back(
+      run_command({kvidx_binary(), "serve", "--check-config", "--nats", "nats://kvidx:" + password + "@127.0.0.1:4222",
+                   "--tlsca", "/run/secrets/absent.pem"}));
   CHECK_MESSAGE(results.back().exit_code == 0, results.back().err);
   CHECK(results.back().out.find("nats://***@127.0.0.1:4222") != std::string::npos);
   check_clean(results, password);
@@ -86,18 +87,21 @@ TEST_CASE("user and password from --password-file or a nats CLI context authenti
 
 TEST_CASE("--password, --token and credentials in --nats URLs are wiped from the process's command line") {
   TempDir dir;
-  NatsServer server(server_with_config(dir, "authorization { users = [ { user: kvidx, password: \"argv-pw-77\" } ] }\n"));
+  NatsServer server(
+      server_with_config(dir, "authorization { users = [ { user: kvidx, password: \"argv-pw-77\" } ] }\n"));
   const std::string url_with_password = "nats://kvidx:argv-pw-77@127.0.0.1:" + std::to_string(server.port());
-  for (const auto& args : {std::vector<std::string>{"--nats", server.url(), "--user", "kvidx", "--password", "argv-pw-77"},
-                           std::vector<std::string>{"--nats", url_with_password},
-                           std::vector<std::string>{"--nats=" + url_with_password}}) {
+  for (const auto& args :
+       {std::vector<std::string>{"--nats", server.url(), "--user", "kvidx", "--password", "argv-pw-77"},
+        std::vector<std::string>{"--nats", url_with_password},
+        std::vector<std::string>{"--nats=" + url_with_password}}) {
     CAPTURE(joined(args));
     ChildProcess serve(with({kvidx_binary(), "serve", "--metrics", "off", "--snapshot-interval", "0"}, args),
                        dir.file("serve.log"));
     // Authenticated with the real password (the copy parsed before wiping), so it serves.
     CHECK(wait_until(
         [&] {
-          return run_command({kvidx_binary(), "workers", "--nats", url_with_password, "--timeout", "0.5"}).exit_code == 0;
+          return run_command({kvidx_binary(), "workers", "--nats", url_with_password, "--timeout", "0.5"}).exit_code ==
+                 0;
         },
         30s));
     std::string cmdline = slurp("/proc/" + std::to_string(serve.pid()) + "/cmdline");
@@ -108,4 +112,4 @@ TEST_CASE("--password, --token and credentials in --nats URLs are wiped from the
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("security")

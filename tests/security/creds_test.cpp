@@ -37,12 +37,9 @@ NatsServerOptions operator_mode_server(const TempDir& dir, const Trust& trust) {
   const std::string system_jwt = account_jwt(trust.system, trust.op, "SYS", JetStream::disabled);
   const std::string kvidx_jwt = account_jwt(trust.account, trust.op, "KVIDX", JetStream::enabled);
   return server_with_config(dir, "operator: \"" + operator_file + "\"\n" +
-                                     "system_account: " + trust.system.public_key + "\n" +
-                                     "resolver: MEMORY\n" +
-                                     "resolver_preload: {\n" +
-                                     "  " + trust.system.public_key + ": \"" + system_jwt + "\"\n" +
-                                     "  " + trust.account.public_key + ": \"" + kvidx_jwt + "\"\n" +
-                                     "}\n");
+                                     "system_account: " + trust.system.public_key + "\n" + "resolver: MEMORY\n" +
+                                     "resolver_preload: {\n" + "  " + trust.system.public_key + ": \"" + system_jwt +
+                                     "\"\n" + "  " + trust.account.public_key + ": \"" + kvidx_jwt + "\"\n" + "}\n");
 }
 
 // A user of `account` with `permissions`: its .creds file in `dir` and its seed (to look for in outputs).
@@ -67,7 +64,9 @@ std::size_t lines(const std::string& text) {
 
 TEST_SUITE("security") {
 
-TEST_CASE("a .creds user (JWT signed by its account, operator-mode server with a preloaded memory resolver) authenticates kvidx serve and kvidx workers") {
+TEST_CASE(
+    "a .creds user (JWT signed by its account, operator-mode server with a preloaded memory resolver) authenticates "
+    "kvidx serve and kvidx workers") {
   TempDir dir;
   const Trust trust;
   NatsServer server(operator_mode_server(dir, trust));
@@ -81,7 +80,8 @@ TEST_CASE("a .creds user (JWT signed by its account, operator-mode server with a
   check_clean(results, user.seed);
 }
 
-TEST_CASE("a .creds user whose JWT is signed by an account the server does not know is refused with exit 4 and one line") {
+TEST_CASE(
+    "a .creds user whose JWT is signed by an account the server does not know is refused with exit 4 and one line") {
   TempDir dir;
   const Trust trust;
   NatsServer server(operator_mode_server(dir, trust));
@@ -113,8 +113,9 @@ TEST_CASE("a .creds user whose JWT denies kv.admin.> gets a Permissions Violatio
   no_admin.publish.deny = {"kv.admin.>"};
   const CredsUser router = make_user(dir, "router", trust.account, no_admin);
 
-  ChildProcess serve({kvidx_binary(), "serve", "--metrics", "off", "--nats", server.url(), "--creds", service.creds_file},
-                     dir.file("serve.log"));
+  ChildProcess serve(
+      {kvidx_binary(), "serve", "--metrics", "off", "--nats", server.url(), "--creds", service.creds_file},
+      dir.file("serve.log"));
   std::vector<CommandResult> results;
   // The service answers (so a refusal below is the permission, not a missing service)...
   CHECK(wait_until(
@@ -125,8 +126,8 @@ TEST_CASE("a .creds user whose JWT denies kv.admin.> gets a Permissions Violatio
       },
       std::chrono::seconds(30)));
   // ...and scores for the restricted user, whose JWT allows kv.query.scores...
-  results.push_back(run_command({kvidx_binary(), "score", "--hashes", "1,2,3", "--nats", server.url(), "--creds",
-                                 router.creds_file}));
+  results.push_back(run_command(
+      {kvidx_binary(), "score", "--hashes", "1,2,3", "--nats", server.url(), "--creds", router.creds_file}));
   CHECK_MESSAGE(results.back().exit_code == 0, results.back().err);
   // ...but the server stops its admin request.
   results.push_back(run_command({kvidx_binary(), "workers", "--nats", server.url(), "--creds", router.creds_file}));
@@ -142,4 +143,4 @@ TEST_CASE("a .creds user whose JWT denies kv.admin.> gets a Permissions Violatio
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("security")

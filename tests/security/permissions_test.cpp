@@ -92,9 +92,14 @@ TEST_CASE("least privilege: service, worker, router and operator roles each work
     return outputs.back();
   };
 
-  ChildProcess serve(as(service, url, {"--log-level", "debug", "serve", "--metrics", "off", "--snapshot-interval", "1s"}),
-                     dir.file("serve.log"));
-  REQUIRE_MESSAGE(wait_until([&] { return run(as(op, url, {"workers", "--timeout", "0.5"})).exit_code == 0; }, 30s),
+  ChildProcess serve(
+      as(service, url, {"--log-level", "debug", "serve", "--metrics", "off", "--snapshot-interval", "1s"}),
+      dir.file("serve.log"));
+  REQUIRE_MESSAGE(wait_until(
+                      [&] {
+                        return run(as(op, url, {"workers", "--timeout", "0.5"})).exit_code == 0;
+                      },
+                      30s),
                   slurp(dir.file("serve.log.err")) << outputs.back().err);
 
   // A worker publishes its own subject...
@@ -125,12 +130,13 @@ TEST_CASE("least privilege: service, worker, router and operator roles each work
     CAPTURE(denied.front());
     auto result = run(as(router, url, denied));
     CHECK(result.exit_code == 4);
-    CHECK_MESSAGE(result.err.find("the server refused: Permissions Violation for Publish to \"kv.admin.") !=
-                      std::string::npos,
-                  result.err);
+    CHECK_MESSAGE(
+        result.err.find("the server refused: Permissions Violation for Publish to \"kv.admin.") != std::string::npos,
+        result.err);
   }
   // A router that forgets its inbox prefix cannot receive its reply, and is told why.
-  auto no_inbox = run(as(Role{router.user, router.password_file, ""}, url, {"score", "--hashes", "1", "--timeout", "1"}));
+  auto no_inbox =
+      run(as(Role{router.user, router.password_file, ""}, url, {"score", "--hashes", "1", "--timeout", "1"}));
   CHECK(no_inbox.exit_code == 4);
   CHECK_MESSAGE(no_inbox.err.find("Permissions Violation for Subscription to") != std::string::npos, no_inbox.err);
   CHECK(no_inbox.err.find("--inbox-prefix") != std::string::npos);
@@ -162,4 +168,4 @@ TEST_CASE("least privilege: service, worker, router and operator roles each work
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("security")

@@ -58,7 +58,8 @@ void check_clean(const std::vector<CommandResult>& results, const std::string& s
   }
 }
 
-std::string serve_and_ask(const TempDir& dir, const std::vector<std::string>& auth, std::vector<CommandResult>& results) {
+std::string serve_and_ask(const TempDir& dir, const std::vector<std::string>& auth,
+                          std::vector<CommandResult>& results) {
   using namespace std::chrono_literals;
   ChildProcess serve(with({kvidx_binary(), "--log-level", "trace", "serve", "--metrics", "off"}, auth),
                      dir.file("serve.log"));

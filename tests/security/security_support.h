@@ -46,6 +46,7 @@ void check_clean(const std::vector<CommandResult>& results, const std::string& s
 // `kvidx serve` with `auth` until `kvidx workers` with the same options answers (CHECKed, each
 // attempt appended to `results`); stops it (CHECKed: exit 0) and returns its log (stdout and stderr,
 // trace level).
-std::string serve_and_ask(const TempDir& dir, const std::vector<std::string>& auth, std::vector<CommandResult>& results);
+std::string serve_and_ask(const TempDir& dir, const std::vector<std::string>& auth,
+                          std::vector<CommandResult>& results);
 
 }  // namespace kvidx::testing

@@ -36,12 +36,15 @@ TEST_CASE("mutual TLS: serve, publish, score, stats, dump and workers work with 
   const TestPki pki = make_test_pki(dir.path());
   NatsServer server(server_with_config(dir, tls_block(pki.server_cert, pki.server_key, pki.ca_cert, true)));
   const std::string url = "tls://127.0.0.1:" + std::to_string(server.port());
-  const std::vector<std::string> tls = {"--nats",    url,           "--tlsca",  pki.ca_cert,
-                                        "--tlscert", pki.client_cert, "--tlskey", pki.client_key};
+  const std::vector<std::string> tls = {"--nats",        url,        "--tlsca",     pki.ca_cert, "--tlscert",
+                                        pki.client_cert, "--tlskey", pki.client_key};
   write_events(dir.file("events.jsonl"));
   ChildProcess serve(with({kvidx_binary(), "serve", "--metrics", "off"}, tls), dir.file("serve.log"));
-  REQUIRE_MESSAGE(wait_until([&] { return run_command(with({kvidx_binary(), "workers", "--timeout", "0.5"}, tls)).exit_code == 0; },
-                             30s),
+  REQUIRE_MESSAGE(wait_until(
+                      [&] {
+                        return run_command(with({kvidx_binary(), "workers", "--timeout", "0.5"}, tls)).exit_code == 0;
+                      },
+                      30s),
                   slurp(dir.file("serve.log.err")));
 
   auto published = run_command(with({kvidx_binary(), "publish", "--events", dir.file("events.jsonl")}, tls));
@@ -103,12 +106,14 @@ TEST_CASE("TLS failures are one line and exit 4 on every connecting subcommand")
   auto first = run_command({kvidx_binary(), "workers", "--nats", "tls://127.0.0.1:" + port, "--tlsfirst"});
   CHECK(first.exit_code == 2);
   CHECK(first.err.find("--tlsfirst") != std::string::npos);
-  auto half = run_command({kvidx_binary(), "workers", "--nats", "tls://127.0.0.1:" + port, "--tlscert", pki.client_cert});
+  auto half =
+      run_command({kvidx_binary(), "workers", "--nats", "tls://127.0.0.1:" + port, "--tlscert", pki.client_cert});
   CHECK(half.exit_code == 2);
   CHECK(half.err.find("--tlskey") != std::string::npos);
-  auto missing = run_command({kvidx_binary(), "workers", "--nats", "tls://127.0.0.1:" + port, "--tlsca", dir.file("nope.pem")});
+  auto missing =
+      run_command({kvidx_binary(), "workers", "--nats", "tls://127.0.0.1:" + port, "--tlsca", dir.file("nope.pem")});
   CHECK(missing.exit_code == 1);
   CHECK(missing.err.find("cannot read --tlsca") != std::string::npos);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("security")

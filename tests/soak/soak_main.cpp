@@ -5,9 +5,9 @@
 // waits until kvidx has acknowledged everything, and requires kvidx's block count to equal the live
 // set of a reference model of the same events (no growth beyond the live set); exits 1 otherwise.
 // The trace is replayed in rounds (every worker clears between rounds, as after a fleet restart).
+#include <signal.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,11 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "libcodec/event_codec.h"
-#include "libcodec/query_codec.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
 #include "libbus/subjects.h"
+#include "libcodec/event_codec.h"
+#include "libcodec/query_codec.h"
 #include "replay/mooncake_workload.h"
 #include "tests/support/child_process.h"
 #include "tests/support/nats_server.h"
@@ -71,9 +71,12 @@ int main(int argc, char** argv) {
   app.add_option("--minutes", o.minutes, "Duration in minutes")->capture_default_str();
   app.add_option("--seconds", o.seconds, "Duration in seconds (overrides --minutes)");
   app.add_option("--rate", o.rate, "Events per second")->capture_default_str()->check(CLI::Range(1.0, 1e6));
-  app.add_option("--query-rate", o.query_rate, "Score queries per second")->capture_default_str()->check(CLI::Range(0.0, 1e5));
+  app.add_option("--query-rate", o.query_rate, "Score queries per second")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e5));
   app.add_option("--max-events", o.max_events, "Stop after this many events (0: rate x duration)");
-  app.add_option("--checkpoint", o.checkpoint_s, "Seconds between checkpoints (RSS line, live-set check)")->capture_default_str();
+  app.add_option("--checkpoint", o.checkpoint_s, "Seconds between checkpoints (RSS line, live-set check)")
+      ->capture_default_str();
   app.add_option("--trace", o.trace, "Mooncake trace (JSON lines)")->capture_default_str();
   app.add_option("--lanes", o.lanes, "kvidx serve --lanes")->capture_default_str();
   app.add_option("--workers", o.workers, "Simulated workers (2 ranks each)")->capture_default_str();
@@ -92,10 +95,10 @@ int main(int argc, char** argv) {
 
   testing::NatsServer server;
   testing::TempDir dir;
-  testing::ChildProcess serve({testing::built_binary("kvidx"), "--log-level", "warn", "serve", "--nats", server.url(),
-                               "--metrics", "off", "--durable", "soak", "--lanes", std::to_string(o.lanes),
-                               "--snapshot-interval", "20s"},
-                              dir.file("serve.log"));
+  testing::ChildProcess serve(
+      {testing::built_binary("kvidx"), "--log-level", "warn", "serve", "--nats", server.url(), "--metrics", "off",
+       "--durable", "soak", "--lanes", std::to_string(o.lanes), "--snapshot-interval", "20s"},
+      dir.file("serve.log"));
   bus::ConnectionOptions copts;
   copts.url = server.url();
   auto conn_result = bus::Connection::connect(copts);
@@ -120,8 +123,8 @@ int main(int argc, char** argv) {
 
   testing::ReferenceIndex model;
   std::map<WorkerWithDpRank, std::uint64_t> next_id;
-  std::vector<double> latencies_ms;   // all queries
-  std::vector<double> window_ms;      // since the last checkpoint
+  std::vector<double> latencies_ms;  // all queries
+  std::vector<double> window_ms;     // since the last checkpoint
   std::uint64_t published = 0;
   std::uint64_t queries = 0;
   std::uint64_t query_errors = 0;
@@ -129,7 +132,8 @@ int main(int argc, char** argv) {
   std::uint64_t rss_first = 0;
   std::uint64_t rss_peak = 0;
   const auto start = Clock::now();
-  auto next_checkpoint = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.checkpoint_s));
+  auto next_checkpoint =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.checkpoint_s));
   auto next_query = start;
   const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration_s));
   RoutedRequest last_request;
@@ -173,7 +177,8 @@ int main(int argc, char** argv) {
       failed = true;
     }
     if (o.max_rss_mib && rss / 1024 > o.max_rss_mib) {
-      std::fprintf(stderr, "kvidx_soak: FAIL RSS %llu MiB above --max-rss-mib\n", static_cast<unsigned long long>(rss / 1024));
+      std::fprintf(stderr, "kvidx_soak: FAIL RSS %llu MiB above --max-rss-mib\n",
+                   static_cast<unsigned long long>(rss / 1024));
       failed = true;
     }
   };
@@ -206,36 +211,38 @@ int main(int argc, char** argv) {
       (void)js.publish_async(subjects.events(stream.worker_id), encode_router_event(clear));
       ++published;
     }
-    simulate_workload(trace, wopts,
-                      WorkloadSink{[&](RouterEvent&& event) {
-                                     if (done || failed) return;
-                                     const auto now = Clock::now();
-                                     if (now >= end || published >= max_events || !serve.running()) {
-                                       done = true;
-                                       return;
-                                     }
-                                     event.event.event_id = next_id[event.stream()]++;
-                                     model.apply(event);
-                                     if (!js.publish_async(subjects.events(event.worker_id), encode_router_event(event)).ok()) {
-                                       failed = true;
-                                     }
-                                     ++published;
-                                     // Fixed rate: sleep until this event's slot.
-                                     const auto slot = start + std::chrono::duration_cast<Clock::duration>(
-                                                                   std::chrono::duration<double>(static_cast<double>(published) / o.rate));
-                                     while (o.query_rate > 0 && Clock::now() >= next_query) {
-                                       query();
-                                       next_query += std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(1.0 / o.query_rate));
-                                     }
-                                     if (slot > Clock::now()) std::this_thread::sleep_until(slot);
-                                     if (Clock::now() >= next_checkpoint) {
-                                       checkpoint(false);
-                                       next_checkpoint = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                                            std::chrono::duration<double>(o.checkpoint_s));
-                                     }
-                                   },
-                                   [&](const RoutedRequest& r) { last_request = r; }});
+    simulate_workload(
+        trace, wopts,
+        WorkloadSink{[&](RouterEvent&& event) {
+                       if (done || failed) return;
+                       const auto now = Clock::now();
+                       if (now >= end || published >= max_events || !serve.running()) {
+                         done = true;
+                         return;
+                       }
+                       event.event.event_id = next_id[event.stream()]++;
+                       model.apply(event);
+                       if (!js.publish_async(subjects.events(event.worker_id), encode_router_event(event)).ok()) {
+                         failed = true;
+                       }
+                       ++published;
+                       // Fixed rate: sleep until this event's slot.
+                       const auto slot =
+                           start + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(static_cast<double>(published) / o.rate));
+                       while (o.query_rate > 0 && Clock::now() >= next_query) {
+                         query();
+                         next_query += std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(1.0 / o.query_rate));
+                       }
+                       if (slot > Clock::now()) std::this_thread::sleep_until(slot);
+                       if (Clock::now() >= next_checkpoint) {
+                         checkpoint(false);
+                         next_checkpoint = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                              std::chrono::duration<double>(o.checkpoint_s));
+                       }
+                     },
+                     [&](const RoutedRequest& r) { last_request = r; }});
   }
   if (!serve.running()) {
     std::fprintf(stderr, "kvidx_soak: FAIL kvidx serve exited\n");
@@ -243,12 +250,13 @@ int main(int argc, char** argv) {
   }
   checkpoint(true);
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("soak: %.1f s, %llu events (%.0f/s), %llu queries (%llu errors), query p50 %.3f ms p99 %.3f ms, "
-              "RSS first %.1f MiB peak %.1f MiB, live set %zu blocks: %s\n",
-              elapsed, static_cast<unsigned long long>(published), static_cast<double>(published) / elapsed,
-              static_cast<unsigned long long>(queries), static_cast<unsigned long long>(query_errors),
-              percentile(latencies_ms, 0.5), percentile(latencies_ms, 0.99), static_cast<double>(rss_first) / 1024.0,
-              static_cast<double>(rss_peak) / 1024.0, model.total_blocks(), failed ? "FAIL" : "ok");
+  std::printf(
+      "soak: %.1f s, %llu events (%.0f/s), %llu queries (%llu errors), query p50 %.3f ms p99 %.3f ms, "
+      "RSS first %.1f MiB peak %.1f MiB, live set %zu blocks: %s\n",
+      elapsed, static_cast<unsigned long long>(published), static_cast<double>(published) / elapsed,
+      static_cast<unsigned long long>(queries), static_cast<unsigned long long>(query_errors),
+      percentile(latencies_ms, 0.5), percentile(latencies_ms, 0.99), static_cast<double>(rss_first) / 1024.0,
+      static_cast<double>(rss_peak) / 1024.0, model.total_blocks(), failed ? "FAIL" : "ok");
   if (serve.stop(SIGTERM) != 0) {
     std::fprintf(stderr, "kvidx_soak: FAIL kvidx serve did not stop cleanly\n");
     failed = true;

@@ -27,7 +27,8 @@ int decode_status(int status) {
   return -1;
 }
 
-pid_t spawn(const std::vector<std::string>& args, const std::string& in, const std::string& out, const std::string& err) {
+pid_t spawn(const std::vector<std::string>& args, const std::string& in, const std::string& out,
+            const std::string& err) {
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {

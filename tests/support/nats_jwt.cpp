@@ -1,7 +1,7 @@
 #include "tests/support/nats_jwt.h"
 
-#include <nlohmann/json.hpp>
 #include <openssl/evp.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -61,9 +61,8 @@ std::string claims_id(const Json& standard_claims) {
 
 // header.payload.signature, signed by `issuer` over "header.payload" (JWT v2).
 std::string signed_jwt(const NkeyPair& issuer, const std::string& subject, const std::string& name, Json nats) {
-  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
+  const auto now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   Json standard = {{"iat", now}, {"iss", issuer.public_key}, {"name", name}, {"sub", subject}};
   Json claims = {{"jti", claims_id(standard)}};
   claims.update(standard);
@@ -99,8 +98,8 @@ std::string operator_jwt(const NkeyPair& op, const std::string& name, const std:
 
 std::string account_jwt(const NkeyPair& account, const NkeyPair& op, const std::string& name, JetStream jetstream) {
   // -1: unlimited.
-  Json limits = {{"subs", -1},    {"data", -1},      {"payload", -1}, {"imports", -1},
-                 {"exports", -1}, {"wildcards", true}, {"conn", -1},  {"leaf", -1}};
+  Json limits = {{"subs", -1},    {"data", -1},        {"payload", -1}, {"imports", -1},
+                 {"exports", -1}, {"wildcards", true}, {"conn", -1},    {"leaf", -1}};
   if (jetstream == JetStream::enabled) {
     // NOTE: the server enables JetStream for the account when mem_storage or disk_storage is not 0.
     limits.update(Json{{"mem_storage", -1}, {"disk_storage", -1}, {"streams", -1}, {"consumer", -1}});

@@ -95,8 +95,8 @@ std::string NatsServer::url() const { return "nats://127.0.0.1:" + std::to_strin
 
 void NatsServer::start() {
   const std::string port = std::to_string(port_);
-  std::vector<std::string> args = {"nats-server", "-js", "-a", "127.0.0.1", "-p", port,
-                                   "-sd", store_dir_, "-l", log_file_};
+  std::vector<std::string> args = {"nats-server", "-js", "-a",       "127.0.0.1", "-p",
+                                   port,          "-sd", store_dir_, "-l",        log_file_};
   if (options_.max_payload > 0) {
     // NOTE: max_payload has no command-line flag; it goes in a config file (the flags still win).
     const std::string config = dir_ + "/nats.conf";

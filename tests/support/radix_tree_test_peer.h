@@ -17,7 +17,7 @@ namespace kvidx {
 
 // The tree's shape: every node's edge (local hashes) and its children, sorted by first local hash.
 struct EdgeTopologyForTest {
-  std::vector<std::uint64_t> edge;  // local hashes
+  std::vector<std::uint64_t> edge;            // local hashes
   std::vector<EdgeTopologyForTest> children;  // sorted by first local hash
 
   friend bool operator==(const EdgeTopologyForTest&, const EdgeTopologyForTest&) = default;

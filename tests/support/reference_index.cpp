@@ -19,8 +19,10 @@ void ReferenceIndex::apply(const RouterEvent& event) {
       if (stream.blocks.count(hash) == 0) {
         stream.blocks.emplace(hash, Block{block.tokens_hash, parent, has_parent, {}});
         stream.edges[{has_parent ? parent : kRootKey, block.tokens_hash.value}] = hash;
-        if (has_parent) stream.blocks.at(parent).children.push_back(hash);
-        else stream.roots.insert(hash);
+        if (has_parent)
+          stream.blocks.at(parent).children.push_back(hash);
+        else
+          stream.roots.insert(hash);
       }
       parent = hash;
       has_parent = true;

@@ -16,9 +16,9 @@ void openssl(const std::vector<std::string>& args) {
 }
 
 void make_ca(const std::string& dir, const std::string& name) {
-  openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-           "-subj", "/CN=kvidx test " + name, "-keyout", dir + "/" + name + ".key", "-out", dir + "/" + name + ".pem",
-           "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"});
+  openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+           "/CN=kvidx test " + name, "-keyout", dir + "/" + name + ".key", "-out", dir + "/" + name + ".pem", "-addext",
+           "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"});
 }
 
 // A key and a certificate signed by `ca` with the given extended key usage and subject names.
@@ -31,7 +31,8 @@ void make_leaf(const std::string& dir, const std::string& ca, const std::string&
   openssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=" + name,
            "-keyout", dir + "/" + name + ".key", "-out", dir + "/" + name + ".csr"});
   openssl({"x509", "-req", "-in", dir + "/" + name + ".csr", "-CA", dir + "/" + ca + ".pem", "-CAkey",
-           dir + "/" + ca + ".key", "-CAcreateserial", "-days", "1", "-extfile", ext, "-out", dir + "/" + name + ".pem"});
+           dir + "/" + ca + ".key", "-CAcreateserial", "-days", "1", "-extfile", ext, "-out",
+           dir + "/" + name + ".pem"});
 }
 
 }  // namespace

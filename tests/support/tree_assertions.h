@@ -33,7 +33,8 @@ inline void apply_direct(ConcurrentRadixTree& tree, DirectLookup& lookup, const 
 
 inline std::string describe(const OverlapScores& scores) {
   std::ostringstream out;
-  for (const auto& [stream, score] : scores.scores) out << "(" << stream.worker_id << "," << stream.dp_rank << ")=" << score << " ";
+  for (const auto& [stream, score] : scores.scores)
+    out << "(" << stream.worker_id << "," << stream.dp_rank << ")=" << score << " ";
   return out.str();
 }
 
