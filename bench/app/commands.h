@@ -13,7 +13,7 @@ namespace kvidx::bench {
 
 struct CommonArgs {
   std::string json_dir = "build/bench";
-  std::vector<std::string> engines = {"kvidx", "mutex-radix", "flat-hash"};
+  std::vector<std::string> engines = {"kvidx", "mutex-radix", "flat-hash", "positional"};
   std::vector<EngineKind> engine_kinds() const;  // kvidx always first
 };
 

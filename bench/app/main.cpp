@@ -14,7 +14,7 @@ namespace {
 
 void add_common(CLI::App& cmd, CommonArgs& common) {
   cmd.add_option("--json-dir", common.json_dir, "Directory for <bench>.json")->capture_default_str();
-  cmd.add_option("--engines", common.engines, "Indexes to run: kvidx, mutex-radix, flat-hash")->capture_default_str();
+  cmd.add_option("--engines", common.engines, "Indexes to run: kvidx, mutex-radix, flat-hash, positional")->capture_default_str();
 }
 
 }  // namespace

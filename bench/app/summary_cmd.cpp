@@ -63,7 +63,7 @@ int run_summary(const std::string& json_dir) {
       for (const auto& [key, values] : by_case) {
         Row row{key, units[key].first, units[key].second, 0, {}};
         if (const auto it = values.find("kvidx"); it != values.end()) row.kvidx = it->second;
-        for (const char* baseline : {"mutex-radix", "flat-hash"}) {
+        for (const char* baseline : {"mutex-radix", "flat-hash", "positional"}) {
           if (const auto it = values.find(baseline); it != values.end())
             row.baselines.emplace_back(baseline, it->second);
         }

@@ -8,6 +8,7 @@
 
 #include "bench/baselines/flat_hash_index.h"
 #include "bench/baselines/mutex_radix_tree.h"
+#include "bench/baselines/positional_index.h"
 #include "libindexer/lanes/lane_indexer.h"
 
 namespace kvidx::bench {
@@ -17,6 +18,7 @@ std::string engine_name(EngineKind kind) {
     case EngineKind::kvidx: return "kvidx";
     case EngineKind::mutex_radix: return "mutex-radix";
     case EngineKind::flat_hash: return "flat-hash";
+    case EngineKind::positional: return "positional";
   }
   return "?";
 }
@@ -134,6 +136,7 @@ std::unique_ptr<Engine> make_engine(EngineKind kind, std::size_t lanes) {
     case EngineKind::kvidx: return std::make_unique<KvidxEngine>(lanes);
     case EngineKind::mutex_radix: return std::make_unique<BaselineEngine<MutexRadixTree>>(lanes);
     case EngineKind::flat_hash: return std::make_unique<BaselineEngine<FlatHashIndex>>(lanes);
+    case EngineKind::positional: return std::make_unique<BaselineEngine<PositionalIndex>>(lanes);
   }
   return nullptr;
 }

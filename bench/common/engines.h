@@ -14,8 +14,9 @@
 
 namespace kvidx::bench {
 
-enum class EngineKind { kvidx, mutex_radix, flat_hash };
-inline constexpr EngineKind kAllEngines[] = {EngineKind::kvidx, EngineKind::mutex_radix, EngineKind::flat_hash};
+enum class EngineKind { kvidx, mutex_radix, flat_hash, positional };
+inline constexpr EngineKind kAllEngines[] = {EngineKind::kvidx, EngineKind::mutex_radix, EngineKind::flat_hash,
+                                             EngineKind::positional};
 std::string engine_name(EngineKind kind);
 
 class Engine {

@@ -102,16 +102,30 @@ std::string ratio_text(double r) {
 }  // namespace
 
 void Report::print_rows(const std::vector<Row>& rows) {
-  std::printf("| figure | unit | kvidx | baseline 1 (kvidx ×) | baseline 2 (kvidx ×) |\n");
-  std::printf("|---|---|---:|---:|---:|\n");
+  // One column per baseline, in the order the rows name them (rows without it leave the cell empty).
+  std::vector<std::string> columns;
   for (const auto& row : rows) {
-    std::string cells[2] = {"", ""};
-    for (std::size_t i = 0; i < row.baselines.size() && i < 2; ++i) {
-      const auto& [name, value] = row.baselines[i];
-      cells[i] = name + " " + format_value(value) + " (" + ratio_text(advantage(row, value)) + ")";
+    for (const auto& [name, value] : row.baselines) {
+      if (std::find(columns.begin(), columns.end(), name) == columns.end()) columns.push_back(name);
     }
-    std::printf("| %s | %s | %s | %s | %s |\n", row.figure.c_str(), row.unit.c_str(), format_value(row.kvidx).c_str(),
-                cells[0].c_str(), cells[1].c_str());
+  }
+  std::string header = "| figure | unit | kvidx |";
+  std::string rule = "|---|---|---:|";
+  for (const auto& name : columns) {
+    header += " " + name + " (kvidx ×) |";
+    rule += "---:|";
+  }
+  std::printf("%s\n%s\n", header.c_str(), rule.c_str());
+  for (const auto& row : rows) {
+    std::string line = "| " + row.figure + " | " + row.unit + " | " + format_value(row.kvidx) + " |";
+    for (const auto& name : columns) {
+      const auto it = std::find_if(row.baselines.begin(), row.baselines.end(),
+                                   [&](const auto& baseline) { return baseline.first == name; });
+      line += it == row.baselines.end()
+                  ? " |"
+                  : " " + format_value(it->second) + " (" + ratio_text(advantage(row, it->second)) + ") |";
+    }
+    std::printf("%s\n", line.c_str());
   }
   std::fflush(stdout);
 }

@@ -1,6 +1,6 @@
 // Google Benchmark micro benches: find_matches (32/128/1024-block queries, idle and while a writer
 // thread applies Stored/Removed pairs), apply_event (a 128-block Stored + its Removed on a populated
-// index) and the JSON decoder; kvidx's ConcurrentRadixTree beside the two baselines.
+// index) and the JSON decoder; kvidx's ConcurrentRadixTree beside the three baselines.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -11,6 +11,7 @@
 
 #include "bench/baselines/flat_hash_index.h"
 #include "bench/baselines/mutex_radix_tree.h"
+#include "bench/baselines/positional_index.h"
 #include "bench/common/workloads.h"
 #include "libcodec/event_codec.h"
 #include "libindexer/hashing.h"
@@ -21,7 +22,7 @@ namespace {
 using namespace kvidx;
 using namespace kvidx::bench;
 
-// The three indexes with one calling convention; `Lookup` is per calling thread for kvidx.
+// The four indexes with one calling convention; `Lookup` is per calling thread for kvidx.
 struct KvidxIndex {
   ConcurrentRadixTree tree;
   using Lookup = DirectLookup;
@@ -36,6 +37,12 @@ struct MutexRadixIndex {
 };
 struct FlatIndex {
   FlatHashIndex index;
+  struct Lookup {};
+  void apply(Lookup&, const RouterEvent& e) { index.apply_event(e); }
+  std::size_t find(std::span<const LocalBlockHash> q) const { return index.find_matches(q).scores.size(); }
+};
+struct PositionalIdx {
+  PositionalIndex index;
   struct Lookup {};
   void apply(Lookup&, const RouterEvent& e) { index.apply_event(e); }
   std::size_t find(std::span<const LocalBlockHash> q) const { return index.find_matches(q).scores.size(); }
@@ -175,9 +182,11 @@ void find_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_FindMatches<KvidxIndex>)->Name("find_matches/kvidx")->Apply(find_args);
 BENCHMARK(BM_FindMatches<MutexRadixIndex>)->Name("find_matches/mutex-radix")->Apply(find_args);
 BENCHMARK(BM_FindMatches<FlatIndex>)->Name("find_matches/flat-hash")->Apply(find_args);
+BENCHMARK(BM_FindMatches<PositionalIdx>)->Name("find_matches/positional")->Apply(find_args);
 BENCHMARK(BM_ApplyStoreRemove<KvidxIndex>)->Name("apply_store_remove_128/kvidx");
 BENCHMARK(BM_ApplyStoreRemove<MutexRadixIndex>)->Name("apply_store_remove_128/mutex-radix");
 BENCHMARK(BM_ApplyStoreRemove<FlatIndex>)->Name("apply_store_remove_128/flat-hash");
+BENCHMARK(BM_ApplyStoreRemove<PositionalIdx>)->Name("apply_store_remove_128/positional");
 BENCHMARK(BM_DecodeStored128)->Name("decode/stored_128_blocks");
 BENCHMARK(BM_DecodeBatch16x4)->Name("decode/batch_16x4_blocks");
 
