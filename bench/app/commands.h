@@ -74,6 +74,19 @@ struct E2eArgs {
 };
 int run_e2e(const E2eArgs& args);
 
+struct GrowthArgs {
+  CommonArgs common{.json_dir = "build/bench", .engines = {"kvidx"}};
+  std::vector<double> sizes{1, 10, 100};  // millions of (worker, block) holdings
+  std::size_t lanes = 2;
+  std::size_t queries = 5000;
+  std::size_t churn_workers = 300;
+  std::size_t churn_keep = 32;    // sequences each worker keeps (LRU)
+  std::size_t churn_bases = 256;  // base sequences new ones share a prefix with
+  std::size_t churn_depth = 128;  // blocks per sequence
+  std::size_t churn_rounds = 5;   // churn after warm-up, in warm-ups (0: no churn)
+};
+int run_growth(const GrowthArgs& args);
+
 int run_summary(const std::string& json_dir);
 
 }  // namespace kvidx::bench

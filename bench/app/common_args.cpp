@@ -17,7 +17,8 @@ std::vector<EngineKind> CommonArgs::engine_kinds() const {
   for (const auto& name : engines) {
     bool known = false;
     for (const EngineKind kind : kAllEngines) known = known || name == engine_name(kind);
-    if (!known) throw std::invalid_argument("unknown engine '" + name + "' (kvidx, mutex-radix, flat-hash, positional)");
+    if (!known)
+      throw std::invalid_argument("unknown engine '" + name + "' (kvidx, mutex-radix, flat-hash, positional)");
   }
   return out;
 }

@@ -14,7 +14,8 @@ namespace {
 
 void add_common(CLI::App& cmd, CommonArgs& common) {
   cmd.add_option("--json-dir", common.json_dir, "Directory for <bench>.json")->capture_default_str();
-  cmd.add_option("--engines", common.engines, "Indexes to run: kvidx, mutex-radix, flat-hash, positional")->capture_default_str();
+  cmd.add_option("--engines", common.engines, "Indexes to run: kvidx, mutex-radix, flat-hash, positional")
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -50,6 +51,24 @@ int main(int argc, char** argv) {
   m->add_option("--max-requests", mooncake.max_requests, "Use only the first N trace requests (0: all)")
       ->capture_default_str();
   m->callback([&] { exit_code = run_mooncake(mooncake); });
+
+  GrowthArgs growth;
+  auto* g = app.add_subcommand("growth",
+                               "Scaling: apply, find_matches and RSS at 1M/10M/100M holdings; RSS under prefix churn");
+  add_common(*g, growth.common);
+  g->add_option("--sizes", growth.sizes, "Index sizes in millions of (worker, block) holdings (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str();
+  g->add_option("--lanes", growth.lanes)->capture_default_str();
+  g->add_option("--queries", growth.queries, "128-block queries per size")->capture_default_str();
+  g->add_option("--churn-workers", growth.churn_workers)->capture_default_str();
+  g->add_option("--churn-keep", growth.churn_keep, "Sequences each worker keeps (LRU)")->capture_default_str();
+  g->add_option("--churn-bases", growth.churn_bases, "Base sequences new ones share a random prefix with")
+      ->capture_default_str();
+  g->add_option("--churn-depth", growth.churn_depth, "Blocks per churned sequence")->capture_default_str();
+  g->add_option("--churn-rounds", growth.churn_rounds, "Churn after warm-up, in multiples of the warm-up (0: none)")
+      ->capture_default_str();
+  g->callback([&] { exit_code = run_growth(growth); });
 
   SyntheticArgs synthetic;
   auto* s = app.add_subcommand("synthetic",

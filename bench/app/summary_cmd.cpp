@@ -14,7 +14,7 @@ int run_summary(const std::string& json_dir) {
   std::vector<Row> rows;
   std::string loads;
   std::string machine;
-  for (const char* name : {"mooncake", "synthetic", "replay", "e2e"}) {
+  for (const char* name : {"mooncake", "synthetic", "replay", "e2e", "growth"}) {
     const auto path = std::filesystem::path(json_dir) / (std::string(name) + ".json");
     std::ifstream in(path);
     if (!in) continue;

@@ -5,6 +5,8 @@
 //   memory  RSS growth of the built index per (block, worker) held and per distinct block, for a
 //           fleet whose engines share hashes and for one where every engine hashes its own way
 //   latency find_matches of 32/128/1024-block queries, idle and while a writer applies churn
+//   writers the 1-lane apply rate of churn while a reader saturates the other core with queries, as a
+//           share of the same amount of churn applied idle (are writers starved by readers?)
 //   mixed   churn events + find_matches together: (events + requests)/s and find p99
 //   snapshot dump the tree as events, restore it into a fresh index
 #include <fmt/format.h>
@@ -72,6 +74,15 @@ int run_synthetic(const SyntheticArgs& args) {
   options.bodies = args.bodies;
   const auto t_gen = Clock::now();
   SyntheticWorkload workload = make_synthetic(options);
+  // Churn for the writers-vs-readers figure, from a copy of the built state: the 1-lane index it
+  // runs on is dropped afterwards, so the other indexes never see it.
+  std::vector<RouterEvent> starve_idle, starve_busy;
+  {
+    SyntheticWorkload state = workload;
+    state.build = {};
+    starve_idle = make_churn(state, std::max<std::size_t>(1, args.churn_pairs / 2));
+    starve_busy = make_churn(state, std::max<std::size_t>(1, args.churn_pairs / 2));
+  }
   SyntheticOptions per_engine_options = options;
   per_engine_options.per_engine_hashes = true;
   const SyntheticWorkload per_engine_workload = make_synthetic(per_engine_options);
@@ -107,6 +118,29 @@ int run_synthetic(const SyntheticArgs& args) {
       f.values["apply1_events"] = static_cast<double>(workload.build.size()) / s;
       f.values["apply1_blocks"] = static_cast<double>(workload.stored_blocks) / s;
       std::fprintf(stderr, "[%s] apply 1 lane: %.2f s\n", name.c_str(), s);
+      // Writers vs readers: the same amount of churn through the lane, idle, then while one reader
+      // thread queries without pause (on 2 cores: the lane on one, the reader on the other).
+      const double idle_s = apply_all(*engine, starve_idle);
+      std::atomic<bool> stop{false};
+      std::atomic<std::size_t> reads{0};
+      std::thread reader([&] {
+        const auto& qs = queries.at(128);
+        std::size_t i = 0, sink = 0;
+        while (!stop.load(std::memory_order_relaxed)) {
+          sink += engine->find(qs[i++ % qs.size()]);
+          reads.fetch_add(1, std::memory_order_relaxed);
+        }
+        if (sink == static_cast<std::size_t>(-1)) std::puts("");
+      });
+      while (reads.load(std::memory_order_relaxed) < 100) std::this_thread::yield();  // the reader is running
+      const double busy_s = apply_all(*engine, starve_busy);
+      stop.store(true);
+      reader.join();
+      f.values["writers_idle_events"] = static_cast<double>(starve_idle.size()) / idle_s;
+      f.values["writers_busy_events"] = static_cast<double>(starve_busy.size()) / busy_s;
+      f.values["writers_busy_pct"] = 100.0 * f.values["writers_busy_events"] / f.values["writers_idle_events"];
+      std::fprintf(stderr, "[%s] writers: churn idle %.2f s, while a reader queries %.2f s (%zu queries)\n",
+                   name.c_str(), idle_s, busy_s, reads.load());
     }
     release_free_memory();
     const std::size_t rss_before = rss_bytes();
@@ -263,6 +297,9 @@ int run_synthetic(const SyntheticArgs& args) {
       }
     }
   }
+  row("writers: 1-lane churn apply, idle", "events/s", true, "writers_idle_events");
+  row("writers: 1-lane churn apply while a reader saturates the other core", "events/s", true, "writers_busy_events");
+  row("writers: apply rate under a saturating reader, share of idle", "%", true, "writers_busy_pct");
   row(fmt::format("mixed events+requests ({} lanes, {} readers)", args.lanes, args.readers), "ops/s", true,
       "mixed_ops");
   row("mixed: find_matches p99", "µs", false, "mixed_p99");

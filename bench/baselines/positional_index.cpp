@@ -174,12 +174,25 @@ OverlapScores PositionalIndex::find_matches(std::span<const LocalBlockHash> quer
       matched = probe + 1;
       continue;
     }
-    for (; matched <= probe && !active.empty(); ++matched) {
-      next.clear();
-      if (holders_at(matched, query[matched].value, sequence[matched].value, &next) != active.size()) {
-        drop_to(matched, next);
+    // Some stream drops out inside the window: counts only fall along the query, so a binary search
+    // finds the first position where fewer streams hold it; everything before it is held by all.
+    std::size_t lo = matched, hi = probe;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (holders_at(mid, query[mid].value, sequence[mid].value, nullptr) < active.size()) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
       }
-      if (!active.empty()) out.frequencies.push_back(active.size());
+    }
+    out.frequencies.insert(out.frequencies.end(), lo - matched, active.size());
+    next.clear();
+    holders_at(lo, query[lo].value, sequence[lo].value, &next);
+    drop_to(lo, next);
+    matched = lo;
+    if (!active.empty()) {
+      out.frequencies.push_back(active.size());
+      matched = lo + 1;
     }
   }
   for (const auto w : active) out.scores.append(w, static_cast<std::uint32_t>(matched));

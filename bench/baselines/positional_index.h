@@ -4,7 +4,7 @@
 // names, for each sequence hash seen there, the streams holding that block; a per-stream reverse
 // lookup (external hash -> position, local hash, sequence hash) that only the stream's own lane
 // touches; and find_matches by jump search: it checks the query's holders every `jump` positions
-// and scans back only inside a window where some stream dropped out.
+// and binary-searches back only inside a window where some stream dropped out.
 // Its sequence hashes are its own chain over local hashes (engines may name blocks their own way;
 // an event's parent is resolved through the stream's reverse lookup), so it serves both bench fleets.
 // Like the reference, it assumes a stream's holdings are prefix-closed (it holds every block before

@@ -38,6 +38,12 @@ class KvidxEngine final : public Engine {
     const auto m = indexer_.metrics();
     return m.applied_total() - m.applied_with(ApplyStatus::ok);
   }
+  std::string shape() const override {
+    const auto& tree = indexer_.tree();
+    return "nodes " + std::to_string(tree.node_count()) + ", attached blocks " +
+           std::to_string(tree.attached_block_count()) +
+           ", dead blocks <= " + std::to_string(tree.dead_block_estimate());
+  }
 
  private:
   LaneIndexer indexer_;

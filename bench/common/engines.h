@@ -32,6 +32,8 @@ class Engine {
   virtual std::vector<RouterEvent> dump() = 0;
   // Events the index rejected (unknown parent / block); a correctness check for the harness.
   virtual std::size_t rejected() const = 0;
+  // The index's own size figures for logs (kvidx: tree nodes, attached blocks); empty if none.
+  virtual std::string shape() const { return {}; }
 };
 
 std::unique_ptr<Engine> make_engine(EngineKind kind, std::size_t lanes);
