@@ -38,6 +38,15 @@ class NodeRef {
   }
   ~NodeRef();
 
+  // A reference whose count the caller already took (the inverse of release()).
+  static NodeRef adopt(RadixNode* node) noexcept {
+    NodeRef out;
+    out.node_ = node;
+    return out;
+  }
+  // Gives up this reference without dropping the count; the caller now owns it.
+  RadixNode* release() noexcept { return std::exchange(node_, nullptr); }
+
   RadixNode* get() const noexcept { return node_; }
   RadixNode* operator->() const noexcept { return node_; }
   RadixNode& operator*() const noexcept { return *node_; }

@@ -1,27 +1,109 @@
 #include "libindexer/tree/worker_lookup.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 namespace kvidx {
+
+static_assert(sizeof(void*) == 8, "WorkerLookup packs a depth into a 64-bit pointer");
+static_assert(alignof(RadixNode) >= 8, "WorkerLookup packs depth bits into a node pointer's low 3 bits");
+
+WorkerLookup::PackedEntry WorkerLookup::PackedEntry::pack(const NodeRef& node, std::uint32_t depth) {
+  const auto address = reinterpret_cast<std::uint64_t>(node.get());
+  // NOTE: a pointer above 48 bits would lose its top bits; no supported platform hands out such
+  // user-space addresses unless asked (mmap hints), so this is a broken build, not bad input.
+  if ((address & ~kPointerMask) != 0) {
+    std::fprintf(stderr, "kvidx: WorkerLookup: node address %p does not fit 48 bits\n", static_cast<void*>(node.get()));
+    std::abort();
+  }
+  PackedEntry out;
+  out.word_ = reinterpret_cast<std::uint64_t>(NodeRef(node).release());  // the word owns this reference
+  out.set_depth_bits(depth);
+  return out;
+}
+
+void WorkerLookup::PackedEntry::release() {
+  if (word_ == 0) return;
+  const NodeRef owned = NodeRef::adopt(node());  // drops the packed reference when it goes out of scope
+  word_ = 0;
+}
+
+WorkerLookup::WorkerLookup(WorkerLookup&& other) noexcept
+    : slot(other.slot),
+      buckets_(std::move(other.buckets_)),
+      size_(std::exchange(other.size_, 0)),
+      deep_depths_(std::move(other.deep_depths_)),
+      found_(std::exchange(other.found_, LookupEntry{})),
+      dropped_(std::move(other.dropped_)) {
+  other.buckets_.clear();
+}
+
+WorkerLookup& WorkerLookup::operator=(WorkerLookup&& other) noexcept {
+  if (this == &other) return *this;
+  release_all();
+  slot = other.slot;
+  buckets_ = std::move(other.buckets_);
+  other.buckets_.clear();
+  size_ = std::exchange(other.size_, 0);
+  dropped_ = std::move(other.dropped_);
+  deep_depths_ = std::move(other.deep_depths_);
+  found_ = std::exchange(other.found_, LookupEntry{});
+  return *this;
+}
+
+WorkerLookup::~WorkerLookup() { release_all(); }
+
+void WorkerLookup::release_all() {
+  for (auto& bucket : buckets_) bucket.entry.release();
+  buckets_.clear();
+  size_ = 0;
+  deep_depths_.clear();
+  found_ = LookupEntry{};
+}
+
+const LookupEntry& WorkerLookup::entry_of(const Bucket& bucket) const {
+  std::uint32_t depth = bucket.entry.depth_bits();
+  if (depth == PackedEntry::kDeepDepth) depth = deep_depths_.at(bucket.key);
+  found_.node = NodeRef(bucket.entry.node());
+  found_.depth = depth;
+  return found_;
+}
+
+void WorkerLookup::assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth) {
+  const std::uint32_t bits = depth >= PackedEntry::kDeepDepth ? PackedEntry::kDeepDepth : depth;
+  if (bits == PackedEntry::kDeepDepth) {
+    deep_depths_[bucket.key] = depth;
+  } else if (!deep_depths_.empty()) {
+    deep_depths_.erase(bucket.key);
+  }
+  if (!bucket.entry.empty() && bucket.entry.node() == node.get()) {
+    bucket.entry.set_depth_bits(bits);  // same node: no reference-count traffic
+    return;
+  }
+  bucket.entry.release();
+  bucket.entry = PackedEntry::pack(node, bits);
+}
 
 const LookupEntry* WorkerLookup::find(ExternalSequenceBlockHash hash) const {
   if (size_ == 0) return nullptr;
   const std::size_t mask = buckets_.size() - 1;
   for (std::size_t i = home(hash.value);; i = (i + 1) & mask) {
     const Bucket& bucket = buckets_[i];
-    if (!bucket.entry.node) return nullptr;
-    if (bucket.key == hash.value) return &bucket.entry;
+    if (bucket.entry.empty()) return nullptr;
+    if (bucket.key == hash.value) return &entry_of(bucket);
   }
 }
 
 void WorkerLookup::rehash(std::size_t new_capacity) {
+  // NOTE: buckets move as raw words: each packed reference moves with its bucket, none is dropped.
   std::vector<Bucket> old = std::exchange(buckets_, std::vector<Bucket>(new_capacity));
   const std::size_t mask = new_capacity - 1;
-  for (auto& bucket : old) {
-    if (!bucket.entry.node) continue;
+  for (const auto& bucket : old) {
+    if (bucket.entry.empty()) continue;
     std::size_t i = home(bucket.key);
-    while (buckets_[i].entry.node) i = (i + 1) & mask;
-    buckets_[i] = std::move(bucket);
+    while (!buckets_[i].entry.empty()) i = (i + 1) & mask;
+    buckets_[i] = bucket;
   }
 }
 
@@ -32,15 +114,14 @@ void WorkerLookup::insert_or_assign(ExternalSequenceBlockHash hash, const NodeRe
   const std::size_t mask = buckets_.size() - 1;
   for (std::size_t i = home(hash.value);; i = (i + 1) & mask) {
     Bucket& bucket = buckets_[i];
-    if (!bucket.entry.node) {
+    if (bucket.entry.empty()) {
       bucket.key = hash.value;
-      bucket.entry = LookupEntry{node, depth};
+      assign(bucket, node, depth);
       ++size_;
       return;
     }
     if (bucket.key == hash.value) {
-      if (bucket.entry.node != node) bucket.entry.node = node;
-      bucket.entry.depth = depth;
+      assign(bucket, node, depth);
       return;
     }
   }
@@ -51,30 +132,31 @@ bool WorkerLookup::erase(ExternalSequenceBlockHash hash) {
   const std::size_t mask = buckets_.size() - 1;
   std::size_t i = home(hash.value);
   while (true) {
-    if (!buckets_[i].entry.node) return false;
+    if (buckets_[i].entry.empty()) return false;
     if (buckets_[i].key == hash.value) break;
     i = (i + 1) & mask;
   }
+  buckets_[i].entry.release();
+  if (!deep_depths_.empty()) deep_depths_.erase(hash.value);
   // Backward-shift deletion: pull later entries of the probe run into the hole so lookups never
-  // need tombstones.
+  // need tombstones (buckets move as raw words, their references with them).
   std::size_t hole = i;
-  for (std::size_t j = (i + 1) & mask; buckets_[j].entry.node; j = (j + 1) & mask) {
+  for (std::size_t j = (i + 1) & mask; !buckets_[j].entry.empty(); j = (j + 1) & mask) {
     const std::size_t want = home(buckets_[j].key);
     // Move j into the hole unless its home lies cyclically in (hole, j].
     const bool home_after_hole = hole <= j ? (want > hole && want <= j) : (want > hole || want <= j);
     if (!home_after_hole) {
-      buckets_[hole] = std::move(buckets_[j]);
+      buckets_[hole] = buckets_[j];
+      buckets_[j] = Bucket{};
       hole = j;
     }
   }
-  buckets_[hole].entry = LookupEntry{};
   --size_;
   return true;
 }
 
 void WorkerLookup::clear() {
-  buckets_.clear();
-  size_ = 0;
+  release_all();
   dropped_.clear();
 }
 

@@ -2,7 +2,9 @@
 // it was stored, plus the block's depth. It is owned by the caller's lane (never shared between
 // threads). Entries go stale when another stream's split moves a block into a suffix node; the
 // tree repairs them when used (the node's continuation leads to the block, the depth pins its
-// position). Open addressing with linear probing: no allocation per entry.
+// position). Open addressing with linear probing: no allocation per entry. A bucket is 16 bytes:
+// the key, and the node pointer with the depth packed into the bits a pointer leaves unused (see
+// PackedEntry); the rare entry that does not fit (depth >= 2^19) keeps its depth in a side map.
 //
 // Besides the entries it remembers the blocks a cut dropped whose entries the cut scrubbed before
 // the stream named them ("dropped" marks). Whether a dropped block's entry is scrubbed (it shared
@@ -35,6 +37,8 @@ class WorkerLookup {
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 
+  // The entry for `hash`, or null. NOTE: the pointee is a copy held by this lookup, valid until the
+  // next call on it; callers copy what they keep.
   const LookupEntry* find(ExternalSequenceBlockHash hash) const;
   // NOTE: takes the node by reference and copies it only when the entry changes: re-storing a held
   // block then costs no reference-count traffic on a node other lanes are touching too.
@@ -57,18 +61,52 @@ class WorkerLookup {
   template <typename Visit>  // Visit(ExternalSequenceBlockHash, const LookupEntry&)
   void for_each(Visit&& visit) const {
     for (const auto& bucket : buckets_) {
-      if (bucket.entry.node) visit(ExternalSequenceBlockHash{bucket.key}, bucket.entry);
+      if (!bucket.entry.empty()) visit(ExternalSequenceBlockHash{bucket.key}, entry_of(bucket));
     }
   }
+
+  WorkerLookup() = default;
+  WorkerLookup(WorkerLookup&& other) noexcept;
+  WorkerLookup& operator=(WorkerLookup&& other) noexcept;
+  WorkerLookup(const WorkerLookup&) = delete;
+  WorkerLookup& operator=(const WorkerLookup&) = delete;
+  ~WorkerLookup();
 
   // The stream's slot in the tree's registry, cached on first use.
   std::optional<WorkerSlot> slot;
 
  private:
+  // A node pointer and a depth in one word. Invariant: a non-empty PackedEntry owns one reference
+  // to its node (taken by pack, dropped by release), like a NodeRef. x86-64 and AArch64 user-space
+  // pointers fit in 48 bits and RadixNode is at least 8-aligned, so the top 16 and low 3 bits are
+  // free: the depth goes there, kDeepDepth marking a depth kept in the side map.
+  class PackedEntry {
+   public:
+    static constexpr std::uint32_t kDeepDepth = (1u << 19) - 1;
+    bool empty() const { return word_ == 0; }
+    RadixNode* node() const { return reinterpret_cast<RadixNode*>(word_ & kPointerMask); }
+    std::uint32_t depth_bits() const { return static_cast<std::uint32_t>(((word_ >> 48) << 3) | (word_ & kLowMask)); }
+    // Takes a reference to `node`; `depth` must be <= kDeepDepth.
+    static PackedEntry pack(const NodeRef& node, std::uint32_t depth);
+    void release();  // drops the reference; empty afterwards
+    void set_depth_bits(std::uint32_t depth) {
+      word_ = (word_ & kPointerMask) | (std::uint64_t{depth >> 3} << 48) | (depth & kLowMask);
+    }
+
+   private:
+    static constexpr std::uint64_t kLowMask = 0x7;
+    static constexpr std::uint64_t kPointerMask = 0x0000'FFFF'FFFF'FFF8ULL;
+    std::uint64_t word_ = 0;
+  };
   struct Bucket {
     std::uint64_t key = 0;
-    LookupEntry entry;  // an empty node marks a free bucket
+    PackedEntry entry;  // empty marks a free bucket
   };
+  static_assert(sizeof(Bucket) == 16);
+
+  const LookupEntry& entry_of(const Bucket& bucket) const;
+  void assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth);
+  void release_all();
 
   static std::size_t mix(std::uint64_t key) {
     key ^= key >> 33;
@@ -81,6 +119,8 @@ class WorkerLookup {
 
   std::vector<Bucket> buckets_;
   std::size_t size_ = 0;
+  std::unordered_map<std::uint64_t, std::uint32_t> deep_depths_;  // key -> depth, for depths >= kDeepDepth
+  mutable LookupEntry found_;                                     // what find() and for_each() hand out
   // NOTE: a node-based set is fine here: marks appear only for blocks cut without being named.
   std::unordered_set<std::uint64_t> dropped_;
 };

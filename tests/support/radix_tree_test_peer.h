@@ -26,6 +26,8 @@ struct EdgeTopologyForTest {
 class RadixTreeTestPeer {
  public:
   static const RadixNode& root(const ConcurrentRadixTree& tree) { return *tree.root_; }
+  // References held on `node` (NodeRefs and lookup entries).
+  static std::uint32_t refs(const RadixNode& node) { return node.refs_.load(); }
 
   static WorkerSlot slot_for_test(ConcurrentRadixTree& tree, WorkerWithDpRank stream) {
     return *tree.registry_.slot_for(stream);
