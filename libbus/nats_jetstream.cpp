@@ -10,7 +10,9 @@ constexpr jsErrCode kStreamNameInUse = static_cast<jsErrCode>(10058);
 
 StreamState state_of(const jsStreamInfo* info) {
   if (info == nullptr) return {};
-  return StreamState{info->State.Msgs, info->State.FirstSeq, info->State.LastSeq};
+  const int replicas =
+      info->Config != nullptr && info->Config->Replicas > 0 ? static_cast<int>(info->Config->Replicas) : 1;
+  return StreamState{info->State.Msgs, info->State.FirstSeq, info->State.LastSeq, replicas, 0};
 }
 
 ConsumerState state_of(const jsConsumerInfo* info) {
@@ -98,6 +100,22 @@ BusResult<StreamState> JetStream::ensure_stream(const StreamSpec& spec) {
   if (spec.max_msgs_per_subject > 0) sc.MaxMsgsPerSubject = spec.max_msgs_per_subject;
   if (spec.max_age_ms > 0) sc.MaxAge = spec.max_age_ms * 1'000'000;
   if (spec.max_bytes > 0) sc.MaxBytes = spec.max_bytes;
+  // NOTE: an update carries the whole config, and Replicas 0 means 1 to the server: an update that
+  // left it unset would scale a replicated stream down to one copy. So the existing count is read
+  // first and kept unless the spec asks for another.
+  int previous_replicas = 0;
+  {
+    jsStreamInfo* existing = nullptr;
+    jsErrCode info_code{};
+    const natsStatus found = js_GetStreamInfo(&existing, js_, spec.name.c_str(), nullptr, &info_code);
+    if (found == NATS_OK) {
+      previous_replicas = state_of(existing).replicas;
+      jsStreamInfo_Destroy(existing);
+    } else if (found != NATS_NOT_FOUND) {
+      return fail(found, info_code, "stream info " + spec.name);
+    }
+  }
+  sc.Replicas = spec.replicas > 0 ? spec.replicas : (previous_replicas > 0 ? previous_replicas : spec.new_replicas);
   jsStreamInfo* info = nullptr;
   jsErrCode code{};
   natsStatus s = js_AddStream(&info, js_, &sc, nullptr, &code);
@@ -108,6 +126,7 @@ BusResult<StreamState> JetStream::ensure_stream(const StreamSpec& spec) {
   }
   if (s != NATS_OK) return fail(s, code, "create stream " + spec.name);
   StreamState state = state_of(info);
+  state.previous_replicas = previous_replicas;
   jsStreamInfo_Destroy(info);
   return state;
 }

@@ -50,12 +50,18 @@ struct StreamSpec {
   std::int64_t max_msgs_per_subject = 0;  // 0: unlimited
   std::int64_t max_age_ms = 0;            // 0: unlimited
   std::int64_t max_bytes = 0;             // 0: unlimited (oldest messages are discarded past it)
+  // Copies of every message on a cluster (1: one server holds it; 3 survives the loss of any one
+  // of three). 0: keep an existing stream's count, and create a new one with `new_replicas`.
+  int replicas = 0;
+  int new_replicas = 1;
 };
 
 struct StreamState {
   std::uint64_t messages = 0;
   std::uint64_t first_sequence = 0;
   std::uint64_t last_sequence = 0;
+  int replicas = 1;           // the stream's replica count (ensure_stream: after the call)
+  int previous_replicas = 0;  // ensure_stream: the count before the call (0: the stream was created)
 };
 
 struct ConsumerSpec {
@@ -92,7 +98,8 @@ class JetStream {
 
   static BusResult<JetStream> create(Connection& connection, const JetStreamOptions& options = {});
 
-  // Creates the stream, or updates its subjects/limits if it exists.
+  // Creates the stream, or updates its subjects/limits (and its replica count, when spec.replicas
+  // is set) if it exists. An existing stream keeps its replica count when spec.replicas is 0.
   BusResult<StreamState> ensure_stream(const StreamSpec& spec);
   BusResult<StreamState> stream_state(std::string_view stream);
   BusStatus delete_stream(std::string_view stream);
