@@ -1,6 +1,8 @@
 #include "libbus/nats_jetstream.h"
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace kvidx::bus {
@@ -52,6 +54,7 @@ JetStream& JetStream::operator=(JetStream&& other) noexcept {
     if (js_ != nullptr) jsCtx_Destroy(js_);
     js_ = std::exchange(other.js_, nullptr);
     nc_ = std::exchange(other.nc_, nullptr);
+    api_wait_ms_ = other.api_wait_ms_;
   }
   return *this;
 }
@@ -74,6 +77,7 @@ BusResult<JetStream> JetStream::create(Connection& connection, const JetStreamOp
   natsStatus s = natsConnection_JetStream(&js.js_, connection.raw(), &jo);
   if (s != NATS_OK) return nats_error(s, "natsConnection_JetStream");
   js.nc_ = connection.raw();
+  js.api_wait_ms_ = options.api_wait_ms;
   return js;
 }
 
@@ -127,8 +131,35 @@ BusResult<StreamState> JetStream::ensure_stream(const StreamSpec& spec) {
   if (s != NATS_OK) return fail(s, code, "create stream " + spec.name);
   StreamState state = state_of(info);
   state.previous_replicas = previous_replicas;
+  const bool leaderless = info != nullptr && info->Cluster != nullptr &&
+                          (info->Cluster->Leader == nullptr || info->Cluster->Leader[0] == '\0');
   jsStreamInfo_Destroy(info);
+  // NOTE: on a cluster a stream just created (or being moved) answers its API (message get,
+  // consumers) only once its replicas elected a leader; the first call after the create would
+  // time out. So wait for one here (bounded by the API wait) before handing the stream out.
+  if (leaderless) {
+    if (auto led = wait_for_leader(spec.name); !led.ok()) return led.error();
+  }
   return state;
+}
+
+BusStatus JetStream::wait_for_leader(const std::string& stream) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(3 * api_wait_ms_);
+  while (true) {
+    jsStreamInfo* info = nullptr;
+    jsErrCode code{};
+    const natsStatus s = js_GetStreamInfo(&info, js_, stream.c_str(), nullptr, &code);
+    const bool led = s == NATS_OK && (info->Cluster == nullptr ||
+                                      (info->Cluster->Leader != nullptr && info->Cluster->Leader[0] != '\0'));
+    if (info != nullptr) jsStreamInfo_Destroy(info);
+    if (led) return {};
+    if (Clock::now() >= deadline) {
+      return s != NATS_OK ? fail(s, code, "stream info " + stream)
+                          : BusError{NATS_TIMEOUT, "stream " + stream + " has no leader (JetStream cluster)"};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 BusResult<StreamState> JetStream::stream_state(std::string_view stream) {

@@ -90,7 +90,9 @@ class JetStream {
  public:
   JetStream() = default;
   JetStream(JetStream&& other) noexcept
-      : js_(std::exchange(other.js_, nullptr)), nc_(std::exchange(other.nc_, nullptr)) {}
+      : js_(std::exchange(other.js_, nullptr)),
+        nc_(std::exchange(other.nc_, nullptr)),
+        api_wait_ms_(other.api_wait_ms_) {}
   JetStream& operator=(JetStream&& other) noexcept;
   JetStream(const JetStream&) = delete;
   JetStream& operator=(const JetStream&) = delete;
@@ -102,6 +104,8 @@ class JetStream {
   // is set) if it exists. An existing stream keeps its replica count when spec.replicas is 0.
   BusResult<StreamState> ensure_stream(const StreamSpec& spec);
   BusResult<StreamState> stream_state(std::string_view stream);
+  // Polls the stream's info until it has a leader (a single server: at once), at most 3 API waits.
+  BusStatus wait_for_leader(const std::string& stream);
   BusStatus delete_stream(std::string_view stream);
   // Removes messages of `subject` (all subjects when empty), keeping the newest `keep` of them
   // (none when 0).
@@ -130,6 +134,7 @@ class JetStream {
 
   jsCtx* js_ = nullptr;
   natsConnection* nc_ = nullptr;  // the connection js_ was made from (outlives it)
+  std::int64_t api_wait_ms_ = 5000;
 };
 
 }  // namespace kvidx::bus

@@ -29,7 +29,15 @@ BusStatus Snapshotter::open() {
 // stream and prefix (they all index the same events stream, so any replica's cut at sequence S is
 // this one's at S): a replica started late bootstraps from it plus the stream after S.
 BusStatus Snapshotter::restore() {
+  // NOTE: on a cluster the snapshot stream's leader can change while this replica starts (a node
+  // restarting, a new election): an API call that timed out is retried a few times, not fatal.
   auto loaded = store_->load_latest();
+  for (int attempt = 1;
+       !loaded.ok() && attempt < 5 && (loaded.error().timed_out() || loaded.error().status == NATS_NO_RESPONDERS);
+       ++attempt) {
+    spdlog::warn("reading the newest snapshot failed ({}); retrying", loaded.error().message);
+    loaded = store_->load_latest();
+  }
   if (!loaded.ok()) return loaded.error();
   if (!loaded.value()) {
     // NOTE: the other replica purges its older chunks after each commit; a read overtaken by that
