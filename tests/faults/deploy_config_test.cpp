@@ -15,6 +15,7 @@
 #include "replay/event_log_writer.h"
 #include "tests/faults/fault_support.h"
 #include "tests/support/event_builders.h"
+#include "tests/support/http_probe.h"
 #include "tests/support/wait_until.h"
 
 using namespace kvidx;
@@ -245,6 +246,51 @@ TEST_CASE(
   for (const char* node : {"DNS:nats-1", "DNS:nats-2", "DNS:nats-3"}) {
     CHECK_MESSAGE(text.out.find(node) != std::string::npos, node);
   }
+}
+
+}  // TEST_SUITE("deploy")
+
+TEST_SUITE("deploy") {
+
+TEST_CASE(
+    "deploy: the Grafana dashboard is provisioned by the monitoring profile and queries only metrics kvidx "
+    "serves") {
+  const std::string compose = source_file("docker-compose.yml");
+  CHECK(compose.find("./deploy/grafana/provisioning:/etc/grafana/provisioning:ro") != std::string::npos);
+  CHECK(compose.find("./deploy/grafana/dashboards:/var/lib/grafana/dashboards:ro") != std::string::npos);
+  CHECK(source_file("deploy/grafana/provisioning/dashboards/kvidx.yml").find("path: /var/lib/grafana/dashboards") !=
+        std::string::npos);
+  CHECK(source_file("deploy/grafana/provisioning/datasources/prometheus.yml").find("url: http://127.0.0.1:9090") !=
+        std::string::npos);
+  const nlohmann::json dashboard = nlohmann::json::parse(source_file("deploy/grafana/dashboards/kvidx.json"));
+  std::set<std::string> used;
+  const std::regex metric("kvidx_[a-z_]+");
+  for (const auto& panel : dashboard.at("panels")) {
+    for (const auto& target : panel.at("targets")) {
+      const std::string expr = target.at("expr");
+      for (auto it = std::sregex_iterator(expr.begin(), expr.end(), metric); it != std::sregex_iterator(); ++it) {
+        std::string name = it->str();
+        if (name.size() > 7 && name.substr(name.size() - 7) == "_bucket") name.resize(name.size() - 7);
+        used.insert(name);
+      }
+    }
+  }
+  CHECK(used.size() >= 10);
+  // A running kvidx's /metrics has every one of them.
+  NatsServer server;
+  TempDir dir;
+  const int port = testing::find_free_port();
+  ServeProcess serve(server, dir, "dash",
+                     {"--nats", server.url(), "--durable", "dash", "--metrics", "127.0.0.1:" + std::to_string(port)},
+                     /*default_flags=*/false);
+  bus::Connection conn = connect_to(server);
+  wait_ready(conn, serve);
+  const auto scraped = testing::http_get(port, "/metrics");
+  REQUIRE(scraped.has_value());
+  for (const std::string& name : used) {
+    CHECK_MESSAGE(scraped->body.find("\n" + name) != std::string::npos, name);
+  }
+  CHECK(serve.stop(SIGTERM) == 0);
 }
 
 }  // TEST_SUITE("deploy")
