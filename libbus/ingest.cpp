@@ -25,6 +25,16 @@ Ingest::Ingest(ServiceContext& ctx)
     std::lock_guard lock(ack_mutex_);
     return static_cast<double>(acked_sequence_);
   });
+  ctx_.metrics.gauge_callback(
+      "kvidx_stream_lag_messages",
+      "JetStream: messages of the events stream this replica has not yet applied and acknowledged (undelivered plus "
+      "in flight)",
+      {}, [this] {
+        const std::uint64_t pending = stream_pending_.load(std::memory_order_relaxed);
+        std::lock_guard lock(ack_mutex_);
+        const std::uint64_t in_flight = fetched_sequence_ > acked_sequence_ ? fetched_sequence_ - acked_sequence_ : 0;
+        return static_cast<double>(pending + in_flight);
+      });
   ctx_.metrics.gauge_callback("kvidx_core_dropped_messages", "Core mode: messages dropped by the client", {}, [this] {
     std::int64_t dropped = 0;
     for (const auto& s : core_subs_) dropped += s.dropped();

@@ -138,6 +138,7 @@ class Ingest {
   std::deque<AckItem> ack_queue_;
   std::size_t inflight_events_ = 0;
   std::uint64_t acked_sequence_ = 0;
+  std::uint64_t fetched_sequence_ = 0;  // the newest stream sequence fetched (kvidx_stream_lag_messages)
   bool stop_fetch_ = false;
   bool stop_dispatch_ = false;
   bool stop_acker_ = false;
@@ -147,6 +148,10 @@ class Ingest {
   std::size_t fetched_messages_ = 0;
   std::uint64_t catch_up_target_ = 0;  // the events stream's end at start
   std::atomic<bool> caught_up_{false};
+  // The events stream's messages not yet delivered to this replica's consumer, as the last fetched
+  // message's metadata said (written by the fetch thread; the lag behind the stream is this plus
+  // the fetched messages not yet acknowledged).
+  std::atomic<std::uint64_t> stream_pending_{0};
   std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();
 
   std::thread fetch_thread_;

@@ -69,8 +69,12 @@ void Ingest::fetch_loop() {
       continue;
     }
     if (batch.value().empty()) continue;
+    if (auto meta = batch.value().back().metadata(); meta.ok()) {
+      stream_pending_.store(meta.value().num_pending, std::memory_order_relaxed);
+    }
     {
       std::unique_lock lock(ack_mutex_);
+      fetched_sequence_ = std::max(fetched_sequence_, batch.value().back().stream_sequence());
       space_cv_.wait(lock, [&] { return stop_fetch_ || fetched_.size() < kFetchedBatchesQueued; });
       // NOTE: on stop a batch still in hand is dropped unacknowledged: it is redelivered (or
       // re-read from the snapshot's sequence after a restart), never lost.

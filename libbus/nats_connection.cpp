@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <vector>
 
@@ -207,6 +208,16 @@ bool Connection::connected() const {
 }
 
 bool Connection::closed() const { return nc_ != nullptr && natsConnection_IsClosed(nc_); }
+
+std::size_t Connection::known_servers() const {
+  if (nc_ == nullptr) return 0;
+  char** servers = nullptr;
+  int count = 0;
+  if (natsConnection_GetServers(nc_, &servers, &count) != NATS_OK) return 0;
+  for (int i = 0; i < count; ++i) std::free(servers[i]);
+  std::free(static_cast<void*>(servers));
+  return static_cast<std::size_t>(count);
+}
 
 std::int64_t Connection::max_payload() const { return nc_ ? natsConnection_GetMaxPayload(nc_) : 0; }
 

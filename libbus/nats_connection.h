@@ -51,6 +51,9 @@ class Connection {
   bool connected() const;
   // Closed for good (by close, by the server for a protocol violation, or reconnects exhausted).
   bool closed() const;
+  // Servers this connection knows: the URLs it was given plus those the cluster advertised (the
+  // INFO protocol's connect_urls), each once. 1 for a single server.
+  std::size_t known_servers() const;
   // The server's max_payload (bytes) for this connection.
   std::int64_t max_payload() const;
 

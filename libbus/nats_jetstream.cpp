@@ -1,6 +1,8 @@
 #include "libbus/nats_jetstream.h"
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace kvidx::bus {
@@ -10,7 +12,9 @@ constexpr jsErrCode kStreamNameInUse = static_cast<jsErrCode>(10058);
 
 StreamState state_of(const jsStreamInfo* info) {
   if (info == nullptr) return {};
-  return StreamState{info->State.Msgs, info->State.FirstSeq, info->State.LastSeq};
+  const int replicas =
+      info->Config != nullptr && info->Config->Replicas > 0 ? static_cast<int>(info->Config->Replicas) : 1;
+  return StreamState{info->State.Msgs, info->State.FirstSeq, info->State.LastSeq, replicas, 0};
 }
 
 ConsumerState state_of(const jsConsumerInfo* info) {
@@ -50,6 +54,7 @@ JetStream& JetStream::operator=(JetStream&& other) noexcept {
     if (js_ != nullptr) jsCtx_Destroy(js_);
     js_ = std::exchange(other.js_, nullptr);
     nc_ = std::exchange(other.nc_, nullptr);
+    api_wait_ms_ = other.api_wait_ms_;
   }
   return *this;
 }
@@ -72,6 +77,7 @@ BusResult<JetStream> JetStream::create(Connection& connection, const JetStreamOp
   natsStatus s = natsConnection_JetStream(&js.js_, connection.raw(), &jo);
   if (s != NATS_OK) return nats_error(s, "natsConnection_JetStream");
   js.nc_ = connection.raw();
+  js.api_wait_ms_ = options.api_wait_ms;
   return js;
 }
 
@@ -98,6 +104,22 @@ BusResult<StreamState> JetStream::ensure_stream(const StreamSpec& spec) {
   if (spec.max_msgs_per_subject > 0) sc.MaxMsgsPerSubject = spec.max_msgs_per_subject;
   if (spec.max_age_ms > 0) sc.MaxAge = spec.max_age_ms * 1'000'000;
   if (spec.max_bytes > 0) sc.MaxBytes = spec.max_bytes;
+  // NOTE: an update carries the whole config, and Replicas 0 means 1 to the server: an update that
+  // left it unset would scale a replicated stream down to one copy. So the existing count is read
+  // first and kept unless the spec asks for another.
+  int previous_replicas = 0;
+  {
+    jsStreamInfo* existing = nullptr;
+    jsErrCode info_code{};
+    const natsStatus found = js_GetStreamInfo(&existing, js_, spec.name.c_str(), nullptr, &info_code);
+    if (found == NATS_OK) {
+      previous_replicas = state_of(existing).replicas;
+      jsStreamInfo_Destroy(existing);
+    } else if (found != NATS_NOT_FOUND) {
+      return fail(found, info_code, "stream info " + spec.name);
+    }
+  }
+  sc.Replicas = spec.replicas > 0 ? spec.replicas : (previous_replicas > 0 ? previous_replicas : spec.new_replicas);
   jsStreamInfo* info = nullptr;
   jsErrCode code{};
   natsStatus s = js_AddStream(&info, js_, &sc, nullptr, &code);
@@ -108,8 +130,36 @@ BusResult<StreamState> JetStream::ensure_stream(const StreamSpec& spec) {
   }
   if (s != NATS_OK) return fail(s, code, "create stream " + spec.name);
   StreamState state = state_of(info);
+  state.previous_replicas = previous_replicas;
+  const bool leaderless = info != nullptr && info->Cluster != nullptr &&
+                          (info->Cluster->Leader == nullptr || info->Cluster->Leader[0] == '\0');
   jsStreamInfo_Destroy(info);
+  // NOTE: on a cluster a stream just created (or being moved) answers its API (message get,
+  // consumers) only once its replicas elected a leader; the first call after the create would
+  // time out. So wait for one here (bounded by the API wait) before handing the stream out.
+  if (leaderless) {
+    if (auto led = wait_for_leader(spec.name); !led.ok()) return led.error();
+  }
   return state;
+}
+
+BusStatus JetStream::wait_for_leader(const std::string& stream) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(3 * api_wait_ms_);
+  while (true) {
+    jsStreamInfo* info = nullptr;
+    jsErrCode code{};
+    const natsStatus s = js_GetStreamInfo(&info, js_, stream.c_str(), nullptr, &code);
+    const bool led = s == NATS_OK && (info->Cluster == nullptr ||
+                                      (info->Cluster->Leader != nullptr && info->Cluster->Leader[0] != '\0'));
+    if (info != nullptr) jsStreamInfo_Destroy(info);
+    if (led) return {};
+    if (Clock::now() >= deadline) {
+      return s != NATS_OK ? fail(s, code, "stream info " + stream)
+                          : BusError{NATS_TIMEOUT, "stream " + stream + " has no leader (JetStream cluster)"};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 BusResult<StreamState> JetStream::stream_state(std::string_view stream) {

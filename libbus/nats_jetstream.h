@@ -50,12 +50,18 @@ struct StreamSpec {
   std::int64_t max_msgs_per_subject = 0;  // 0: unlimited
   std::int64_t max_age_ms = 0;            // 0: unlimited
   std::int64_t max_bytes = 0;             // 0: unlimited (oldest messages are discarded past it)
+  // Copies of every message on a cluster (1: one server holds it; 3 survives the loss of any one
+  // of three). 0: keep an existing stream's count, and create a new one with `new_replicas`.
+  int replicas = 0;
+  int new_replicas = 1;
 };
 
 struct StreamState {
   std::uint64_t messages = 0;
   std::uint64_t first_sequence = 0;
   std::uint64_t last_sequence = 0;
+  int replicas = 1;           // the stream's replica count (ensure_stream: after the call)
+  int previous_replicas = 0;  // ensure_stream: the count before the call (0: the stream was created)
 };
 
 struct ConsumerSpec {
@@ -84,7 +90,9 @@ class JetStream {
  public:
   JetStream() = default;
   JetStream(JetStream&& other) noexcept
-      : js_(std::exchange(other.js_, nullptr)), nc_(std::exchange(other.nc_, nullptr)) {}
+      : js_(std::exchange(other.js_, nullptr)),
+        nc_(std::exchange(other.nc_, nullptr)),
+        api_wait_ms_(other.api_wait_ms_) {}
   JetStream& operator=(JetStream&& other) noexcept;
   JetStream(const JetStream&) = delete;
   JetStream& operator=(const JetStream&) = delete;
@@ -92,9 +100,12 @@ class JetStream {
 
   static BusResult<JetStream> create(Connection& connection, const JetStreamOptions& options = {});
 
-  // Creates the stream, or updates its subjects/limits if it exists.
+  // Creates the stream, or updates its subjects/limits (and its replica count, when spec.replicas
+  // is set) if it exists. An existing stream keeps its replica count when spec.replicas is 0.
   BusResult<StreamState> ensure_stream(const StreamSpec& spec);
   BusResult<StreamState> stream_state(std::string_view stream);
+  // Polls the stream's info until it has a leader (a single server: at once), at most 3 API waits.
+  BusStatus wait_for_leader(const std::string& stream);
   BusStatus delete_stream(std::string_view stream);
   // Removes messages of `subject` (all subjects when empty), keeping the newest `keep` of them
   // (none when 0).
@@ -123,6 +134,7 @@ class JetStream {
 
   jsCtx* js_ = nullptr;
   natsConnection* nc_ = nullptr;  // the connection js_ was made from (outlives it)
+  std::int64_t api_wait_ms_ = 5000;
 };
 
 }  // namespace kvidx::bus

@@ -20,7 +20,7 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-QueryServer::QueryServer(ServiceContext& ctx, Ingest& ingest, std::function<std::string()> stats_reply)
+QueryServer::QueryServer(ServiceContext& ctx, Ingest& ingest, StatsReply stats_reply)
     : ctx_(ctx), counters_(ctx.counters), ingest_(ingest), stats_reply_(std::move(stats_reply)) {}
 
 void QueryServer::stop() { subs_.clear(); }
@@ -83,7 +83,7 @@ void QueryServer::on_admin(Message msg) {
   const std::string_view subject = msg.subject();
   try {
     if (subject == ctx_.subjects.admin_stats()) {
-      reply(msg, stats_reply_());
+      reply(msg, stats_reply_(msg.data()));
     } else if (subject == ctx_.subjects.admin_workers()) {
       WorkersReply workers{ctx_.indexer.get_workers(), {}};
       for (const auto& [stream, blocks] : ctx_.indexer.tree().stream_block_counts())
@@ -93,6 +93,8 @@ void QueryServer::on_admin(Message msg) {
       // NOTE: handled by on_remove_worker, on every replica (see start()); the queue group
       // member that also receives it stays silent.
       return;
+    } else if (subject == ctx_.subjects.admin_replicas()) {
+      return;  // NOTE: like remove_worker, answered by on_replicas on every replica
     } else if (subject == ctx_.subjects.admin_dump()) {
       send_dump(msg);
     } else {
@@ -121,6 +123,19 @@ void QueryServer::on_remove_worker(Message msg) {
       else
         reply(msg, encode_ok_reply());
     }
+  } catch (const std::exception& e) {
+    reply(msg, encode_error_reply({"internal", e.what()}));
+  }
+  counters_.admin_latency->observe(std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+// kv.admin.replicas: kv.admin.stats answered by every replica (a plain subscription), so a
+// requester collecting replies on its inbox for a short window sees each running replica once
+// (`kvidx stats --all`), without knowing their names or number beforehand.
+void QueryServer::on_replicas(Message msg) {
+  const auto t0 = Clock::now();
+  try {
+    reply(msg, stats_reply_(msg.data()));
   } catch (const std::exception& e) {
     reply(msg, encode_error_reply({"internal", e.what()}));
   }
@@ -264,6 +279,10 @@ BusStatus QueryServer::start() {
                                            [this](Message m) { on_remove_worker(std::move(m)); });
   if (!removal.ok()) return removal.error();
   subs_.push_back(std::move(removal).value());
+  auto replicas =
+      ctx_.query_conn.subscribe(ctx_.subjects.admin_replicas(), [this](Message m) { on_replicas(std::move(m)); });
+  if (!replicas.ok()) return replicas.error();
+  subs_.push_back(std::move(replicas).value());
   // NOTE: lifecycle messages update shared load state; every replica must see them, so they are
   // a plain subscription, not the queue group.
   if (ctx_.config.approximate) {

@@ -18,8 +18,10 @@ namespace kvidx::bus {
 
 class QueryServer {
  public:
-  // `stats_reply` renders kv.admin.stats (the service's counters and readiness: service.cpp).
-  QueryServer(ServiceContext& ctx, Ingest& ingest, std::function<std::string()> stats_reply);
+  // `stats_reply` renders kv.admin.stats and kv.admin.replicas from the request's body (the
+  // service's counters, readiness and, when asked, the index digest: service.cpp).
+  using StatsReply = std::function<std::string(std::string_view request)>;
+  QueryServer(ServiceContext& ctx, Ingest& ingest, StatsReply stats_reply);
 
   BusStatus start();  // subscribes on ctx.query_conn
   void stop();        // unsubscribes (waits for running handlers)
@@ -33,6 +35,7 @@ class QueryServer {
   void on_scores(Message msg);
   void on_admin(Message msg);
   void on_remove_worker(Message msg);
+  void on_replicas(Message msg);
   void send_dump(const Message& request);
   void on_routing_decision(Message msg);
   void on_request_lifecycle(Message msg);
@@ -40,7 +43,7 @@ class QueryServer {
   ServiceContext& ctx_;
   ServiceCounters& counters_;
   Ingest& ingest_;
-  std::function<std::string()> stats_reply_;
+  StatsReply stats_reply_;
   std::vector<Subscription> subs_;
 };
 

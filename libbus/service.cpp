@@ -11,15 +11,16 @@
 #include "libbus/query_server.h"
 #include "libbus/service_context.h"
 #include "libbus/snapshotter.h"
+#include "libbus/stream_replicas.h"
+#include "libindexer/index_digest.h"
 
 namespace kvidx::bus {
 
 struct KvidxService::Impl {
   explicit Impl(ServiceConfig c)
-      : ctx(std::move(c)),
-        ingest(ctx),
-        snapshots(ctx, ingest),
-        queries(ctx, ingest, [this] { return stats_json().dump(); }) {
+      : ctx(std::move(c)), ingest(ctx), snapshots(ctx, ingest), queries(ctx, ingest, [this](std::string_view request) {
+          return stats_json(digest_requested(request)).dump();
+        }) {
     ctx.metrics.gauge_callback("kvidx_ready", "1 when the service is ready for traffic (/readyz)", {},
                                [this] { return readiness().ready ? 1.0 : 0.0; });
     register_indexer_gauges(ctx.metrics, ctx.indexer);
@@ -78,9 +79,14 @@ struct KvidxService::Impl {
     ctx.js.emplace(std::move(j).value());
     std::vector<std::string> stream_subjects{ctx.subjects.events_wildcard()};
     stream_subjects.insert(stream_subjects.end(), config.extra_subjects.begin(), config.extra_subjects.end());
-    const StreamSpec events_stream{config.stream,          stream_subjects, true, 0, config.stream_max_age.count(),
-                                   config.stream_max_bytes};
-    if (auto s = ctx.js->ensure_stream(events_stream); !s.ok()) return s.error();
+    ctx.known_servers = ctx.ingest_conn.known_servers();
+    const StreamSpec events_stream = with_replicas(
+        StreamSpec{config.stream, stream_subjects, true, 0, config.stream_max_age.count(), config.stream_max_bytes},
+        config.stream_replicas, ctx.known_servers);
+    auto ensured = ctx.js->ensure_stream(events_stream);
+    if (!ensured.ok()) return ensured.error();
+    log_stream_replicas(events_stream, ensured.value(), ctx.known_servers);
+    ctx.stream_replicas = ensured.value().replicas;
     if (auto s = snapshots.open(); !s.ok()) return s;
     // NOTE: the durable is re-created at every start so it delivers exactly from what the restored
     // state covers (snapshot sequence + 1, or the whole stream without a snapshot). Acks within a
@@ -159,8 +165,46 @@ struct KvidxService::Impl {
     return s;
   }
 
+  // kv.admin.stats / kv.admin.replicas request body: {"digest": true | "streams"} adds the digest
+  // with every stream's part, {"digest": "total"} only its total; anything else (e.g. {}): none.
+  enum class DigestDetail : std::uint8_t { none, total, streams };
+  static DigestDetail digest_requested(std::string_view request) {
+    const nlohmann::json body = nlohmann::json::parse(request, nullptr, false);
+    if (!body.is_object() || !body.contains("digest")) return DigestDetail::none;
+    const nlohmann::json& digest = body.at("digest");
+    if (digest == true || digest == "streams") return DigestDetail::streams;
+    if (digest == "total") return DigestDetail::total;
+    return DigestDetail::none;
+  }
+
+  // The index digest (libindexer/index_digest.h) and the stream position it is a cut at: the dump
+  // and the sequence come from one capture under the dispatch lock (like a snapshot), so every event
+  // message up to `position` is reflected and none after it.
+  nlohmann::json digest_json(DigestDetail detail) {
+    using Json = nlohmann::json;
+    IndexSnapshot cut;
+    if (!ingest.capture(cut)) return Json{{"error", "indexer offline"}};
+    const IndexDigest digest = digest_of(cut.events);
+    Json out{{"position", cut.stream_sequence},
+             {"total", digest_hex(digest.total)},
+             {"blocks", digest.blocks},
+             {"streams", digest.streams.size()}};
+    if (detail == DigestDetail::streams) {
+      Json streams = Json::array();
+      for (const StreamDigest& d : digest.streams) {
+        streams.push_back(Json{{"worker_id", d.stream.worker_id},
+                               {"dp_rank", d.stream.dp_rank},
+                               {"tier", to_string(d.tier)},
+                               {"blocks", d.blocks},
+                               {"digest", digest_hex(d.digest)}});
+      }
+      out["by_stream"] = std::move(streams);
+    }
+    return out;
+  }
+
   // kv.admin.stats.
-  nlohmann::json stats_json() {
+  nlohmann::json stats_json(DigestDetail digest = DigestDetail::none) {
     using Json = nlohmann::json;
     LaneIndexer& indexer = ctx.indexer;  // shard_sizes and get_workers are FIFO barriers (non-const)
     const ShardSizes sizes = indexer.shard_sizes();
@@ -168,43 +212,49 @@ struct KvidxService::Impl {
     const Readiness ready = readiness();
     Json by_reason = Json::object();
     for (const auto& [reason, count] : queries.queries_rejected_by_reason()) by_reason[reason] = count;
-    return Json{{"ready", ready.ready},
-                {"not_ready_reason", ready.reason},
-                {"snapshot_stale", ready.snapshot_stale},
-                {"snapshot_age_seconds", snapshots.enabled() ? Json(snapshots.age_seconds()) : Json(nullptr)},
-                {"snapshot_failures", s.snapshot_failures},
-                {"workers", indexer.get_workers().size()},
-                {"streams", sizes.worker_count},
-                {"blocks", sizes.block_count},
-                {"nodes", sizes.node_count},
-                {"blocks_pending_cleanup", sizes.blocks_pending_cleanup},
-                {"lanes", indexer.lane_count()},
-                {"mode", ctx.config.mode == IngestMode::jetstream ? "jetstream" : "core"},
-                {"messages", s.messages},
-                {"events_applied", s.events_applied},
-                {"duplicates", s.duplicates},
-                {"gaps", s.gaps},
-                {"missing_events", s.missing_events},
-                {"resets", s.resets},
-                {"dead_letters", s.dead_letters},
-                {"dead_letters_truncated", s.dead_letters_truncated},
-                {"dead_letter_failures", s.dead_letter_failures},
-                {"stream_limit_rejections", s.stream_limit_rejections},
-                {"max_streams", ctx.config.max_streams},
-                {"queries_rejected", s.queries_rejected},
-                {"queries_rejected_by_reason", std::move(by_reason)},
-                {"dispatched_sequence", s.dispatched_sequence},
-                {"acked_sequence", s.acked_sequence},
-                {"restored_sequence", s.restored_sequence},
-                {"history_trimmed", s.history_trimmed},
-                {"consumer_resets", ctx.counters.consumer_resets_total->value()},
-                {"stream_holes", ctx.counters.stream_holes_total->value()},
-                {"snapshots_written", s.snapshots_written},
-                {"local_batches", s.local_batches},
-                {"apply_parent_not_found", indexer.metrics().applied_with(ApplyStatus::parent_not_found)},
-                {"apply_block_not_found", indexer.metrics().applied_with(ApplyStatus::block_not_found)},
-                {"apply_invalid", indexer.metrics().applied_with(ApplyStatus::invalid)},
-                {"active_requests", ctx.load.live_requests()}};
+    Json out{{"ready", ready.ready},
+             {"not_ready_reason", ready.reason},
+             {"snapshot_stale", ready.snapshot_stale},
+             {"snapshot_age_seconds", snapshots.enabled() ? Json(snapshots.age_seconds()) : Json(nullptr)},
+             {"snapshot_failures", s.snapshot_failures},
+             {"workers", indexer.get_workers().size()},
+             {"streams", sizes.worker_count},
+             {"blocks", sizes.block_count},
+             {"nodes", sizes.node_count},
+             {"blocks_pending_cleanup", sizes.blocks_pending_cleanup},
+             {"lanes", indexer.lane_count()},
+             {"mode", ctx.config.mode == IngestMode::jetstream ? "jetstream" : "core"},
+             {"messages", s.messages},
+             {"events_applied", s.events_applied},
+             {"duplicates", s.duplicates},
+             {"gaps", s.gaps},
+             {"missing_events", s.missing_events},
+             {"resets", s.resets},
+             {"dead_letters", s.dead_letters},
+             {"dead_letters_truncated", s.dead_letters_truncated},
+             {"dead_letter_failures", s.dead_letter_failures},
+             {"stream_limit_rejections", s.stream_limit_rejections},
+             {"max_streams", ctx.config.max_streams},
+             {"queries_rejected", s.queries_rejected},
+             {"queries_rejected_by_reason", std::move(by_reason)},
+             {"dispatched_sequence", s.dispatched_sequence},
+             {"acked_sequence", s.acked_sequence},
+             {"restored_sequence", s.restored_sequence},
+             {"history_trimmed", s.history_trimmed},
+             {"consumer_resets", ctx.counters.consumer_resets_total->value()},
+             {"stream_holes", ctx.counters.stream_holes_total->value()},
+             {"snapshots_written", s.snapshots_written},
+             {"local_batches", s.local_batches},
+             {"apply_parent_not_found", indexer.metrics().applied_with(ApplyStatus::parent_not_found)},
+             {"apply_block_not_found", indexer.metrics().applied_with(ApplyStatus::block_not_found)},
+             {"apply_invalid", indexer.metrics().applied_with(ApplyStatus::invalid)},
+             {"active_requests", ctx.load.live_requests()},
+             {"replica", ctx.config.durable},
+             {"restored_from", snapshots.restored_from()},
+             {"stream_replicas", ctx.stream_replicas.load()},
+             {"known_servers", ctx.known_servers}};
+    if (digest != DigestDetail::none) out["digest"] = digest_json(digest);
+    return out;
   }
 };
 

@@ -64,6 +64,9 @@ struct ServiceConfig {
   std::string stream = "KV_EVENTS";
   std::string durable = "kvidx";  // also names this service's snapshots; one per replica
   std::string snapshot_stream = "KV_SNAPSHOTS";
+  // Replicas of the events and snapshot streams on a JetStream cluster (stream_replicas.h);
+  // 0: automatic (3 from 3 known servers, else 1; an existing stream keeps its count).
+  int stream_replicas = 0;
   // Retention of the events stream (0: unlimited, the stream grows forever). Applied to the
   // stream at every start (an existing stream is updated). The server then discards the oldest
   // messages by age / size. Safe as long as every replica's newest snapshot covers what is

@@ -51,6 +51,10 @@ struct ServiceContext {
   Connection ingest_conn;  // fetch/core subscription, acks, dead letters, snapshots
   Connection query_conn;   // responders (send_asap)
   std::optional<JetStream> js;
+  // Servers the ingest connection knew at start (stream_replicas.h), and the events stream's
+  // replica count after ensure_stream (0 before / in core mode).
+  std::size_t known_servers = 0;
+  std::atomic<int> stream_replicas{0};
   // Liveness: true from construction; false once the indexer went offline or stop() ran (and,
   // see alive(), while a NATS connection is closed for good).
   std::atomic<bool> healthy{true};

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "libbus/event_chunks.h"
+#include "libbus/stream_replicas.h"
 #include "libcodec/event_codec.h"
 
 namespace kvidx::bus {
@@ -32,9 +33,12 @@ BusError format_error(const std::string& what) { return BusError{NATS_ERR, "snap
 SnapshotStore::SnapshotStore(JetStream& js, Connection& conn, Subjects subjects, std::string stream, std::string name)
     : js_(js), subjects_(std::move(subjects)), stream_(std::move(stream)), name_(std::move(name)), conn_(conn) {}
 
-BusStatus SnapshotStore::ensure_stream() {
-  auto state = js_.ensure_stream({stream_, {subjects_.snapshots_wildcard()}, true, 0, 0});
+BusStatus SnapshotStore::ensure_stream(int replicas, std::size_t known_servers) {
+  const StreamSpec spec =
+      with_replicas({stream_, {subjects_.snapshots_wildcard()}, true, 0, 0}, replicas, known_servers);
+  auto state = js_.ensure_stream(spec);
   if (!state.ok()) return state.error();
+  log_stream_replicas(spec, state.value(), known_servers);
   return {};
 }
 
@@ -86,6 +90,7 @@ BusResult<SnapshotWritten> SnapshotStore::write(const IndexSnapshot& snapshot) {
               {"chunks", chunks},
               {"events", chunker.lines()},
               {"watermarks", marks}};
+  if (!snapshot.events_stream.empty()) commit["events_stream"] = snapshot.events_stream;
   if (commit.dump().size() > limit) {
     // NOTE: tens of thousands of streams make the watermark list alone larger than a message:
     // then it goes into chunks of its own (header Kvidx-Snapshot-Part: watermarks, one
@@ -119,12 +124,33 @@ BusResult<SnapshotWritten> SnapshotStore::write(const IndexSnapshot& snapshot) {
 }
 
 BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_latest() {
-  auto commit_msg = js_.get_last_message(stream_, subjects_.snapshot_commit(name_));
+  return load_commit(subjects_.snapshot_commit(name_));
+}
+
+BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_latest_of_any() {
+  // NOTE: the last message on the wildcard <prefix>.snapshots.*.commit is the newest commit of any
+  // name (JetStream's last-by-subject accepts wildcards).
+  return load_commit(subjects_.snapshot_commit("*"));
+}
+
+BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_commit(const std::string& commit_subject) {
+  auto commit_msg = js_.get_last_message(stream_, commit_subject);
   if (!commit_msg.ok()) {
     if (commit_msg.error().status == NATS_NOT_FOUND) return std::optional<IndexSnapshot>{};
     return commit_msg.error();
   }
   IndexSnapshot snapshot;
+  {
+    // <prefix>.snapshots.<name>.commit -> <name>
+    const std::string subject(commit_msg.value().subject());
+    const std::string head = subjects_.snapshot_commit("");
+    const std::size_t dot = head.find("..");
+    const std::string before = head.substr(0, dot + 1);
+    const std::string after = head.substr(dot + 1);
+    if (subject.size() > before.size() + after.size() && subject.rfind(before, 0) == 0) {
+      snapshot.name = subject.substr(before.size(), subject.size() - before.size() - after.size());
+    }
+  }
   std::uint64_t first_chunk = 0;
   std::uint64_t last_chunk = 0;
   std::size_t expected_events = 0;
@@ -137,6 +163,7 @@ BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_latest() {
     last_chunk = commit.at("last_chunk").get<std::uint64_t>();
     expected_events = commit.at("events").get<std::size_t>();
     expected_chunked_marks = commit.value("watermarks_in_chunks", std::size_t{0});
+    snapshot.events_stream = commit.value("events_stream", std::string());
     for (const Json& mark : commit.at("watermarks")) {
       snapshot.watermarks.emplace_back(WorkerWithDpRank{mark.at(0).get<WorkerId>(), mark.at(1).get<DpRank>()},
                                        mark.at(2).get<std::uint64_t>());

@@ -7,7 +7,7 @@
 //                                     as several chained events); header Kvidx-Snapshot-Id
 //   <prefix>.snapshots.<name>.commit  one message per complete snapshot, written after its chunks:
 //     {"id":"...","stream_sequence":S,"first_chunk":A,"last_chunk":B,"chunks":N,"events":E,
-//      "watermarks":[[worker_id,dp_rank,last_event_id],...]}
+//      "watermarks":[[worker_id,dp_rank,last_event_id],...],"events_stream":"KV_EVENTS"}
 //   ("events" counts the lines written, so an edge split into k events counts k.)
 // A snapshot exists only once its commit is stored, so a crash mid-write leaves the previous one
 // in force. After a commit, older chunks and commits are purged.
@@ -31,6 +31,10 @@ namespace kvidx::bus {
 
 struct IndexSnapshot {
   std::string id;
+  std::string name;  // load_*: the name (durable) that wrote it
+  // The events stream the snapshot is a cut of (commit key "events_stream"; empty in snapshots
+  // written before it existed). A bootstrap takes only a snapshot of its own events stream.
+  std::string events_stream;
   std::uint64_t stream_sequence = 0;
   std::vector<RouterEvent> events;
   std::vector<std::pair<WorkerWithDpRank, std::uint64_t>> watermarks;
@@ -51,14 +55,21 @@ class SnapshotStore {
   // connected or reconnected during the write: see write().
   SnapshotStore(JetStream& js, Connection& conn, Subjects subjects, std::string stream, std::string name);
 
-  BusStatus ensure_stream();
+  // Creates (or updates) the snapshot stream with `replicas` (stream_replicas.h: 0 automatic from
+  // `known_servers`) and logs its replica count when it changed or differs from the automatic one.
+  BusStatus ensure_stream(int replicas = 0, std::size_t known_servers = 1);
   // Writes the chunks, then the commit, then purges older snapshots of this name.
   BusResult<SnapshotWritten> write(const IndexSnapshot& snapshot);
   // The newest committed snapshot, nullopt when there is none; an error when one exists but
   // cannot be read back completely.
   BusResult<std::optional<IndexSnapshot>> load_latest();
+  // The newest committed snapshot written under any name on this stream and prefix (another replica
+  // of the same events stream: a new replica bootstraps from it), nullopt when there is none.
+  BusResult<std::optional<IndexSnapshot>> load_latest_of_any();
 
  private:
+  BusResult<std::optional<IndexSnapshot>> load_commit(const std::string& commit_subject);
+
   JetStream& js_;
   Subjects subjects_;
   std::string stream_;

@@ -12,7 +12,7 @@ BusStatus Snapshotter::open() {
   // NOTE: the chunk size follows the server's max_payload as it is at each write (a reconnect to
   // a server with another max_payload changes it), so it is read there, not here.
   store_.emplace(*ctx_.js, ctx_.ingest_conn, ctx_.subjects, ctx_.config.snapshot_stream, ctx_.config.durable);
-  if (auto s = store_->ensure_stream(); !s.ok()) return s;
+  if (auto s = store_->ensure_stream(ctx_.config.stream_replicas, ctx_.known_servers); !s.ok()) return s;
   if (ctx_.config.restore_snapshot) {
     if (auto s = restore(); !s.ok()) return s;
   }
@@ -25,14 +25,46 @@ BusStatus Snapshotter::open() {
   return {};
 }
 
+// This service's newest snapshot; without one, the newest of any replica on the same snapshot
+// stream and prefix (they all index the same events stream, so any replica's cut at sequence S is
+// this one's at S): a replica started late bootstraps from it plus the stream after S.
 BusStatus Snapshotter::restore() {
+  // NOTE: on a cluster the snapshot stream's leader can change while this replica starts (a node
+  // restarting, a new election): an API call that timed out is retried a few times, not fatal.
   auto loaded = store_->load_latest();
+  for (int attempt = 1;
+       !loaded.ok() && attempt < 5 && (loaded.error().timed_out() || loaded.error().status == NATS_NO_RESPONDERS);
+       ++attempt) {
+    spdlog::warn("reading the newest snapshot failed ({}); retrying", loaded.error().message);
+    loaded = store_->load_latest();
+  }
   if (!loaded.ok()) return loaded.error();
-  if (!loaded.value()) return {};
+  if (!loaded.value()) {
+    // NOTE: the other replica purges its older chunks after each commit; a read overtaken by that
+    // fails and is retried on the then newest commit.
+    for (int attempt = 1;; ++attempt) {
+      loaded = store_->load_latest_of_any();
+      if (loaded.ok() || attempt >= 5) break;
+      spdlog::warn("reading another replica's snapshot failed ({}); retrying", loaded.error().message);
+    }
+    if (!loaded.ok()) return loaded.error();
+    if (!loaded.value()) return {};
+    if (loaded.value()->events_stream != ctx_.config.stream) {
+      spdlog::info(
+          "no snapshot of durable '{}': the newest snapshot on {} ('{}') is of events stream '{}', not '{}': "
+          "reading the whole stream",
+          ctx_.config.durable, ctx_.config.snapshot_stream, loaded.value()->name, loaded.value()->events_stream,
+          ctx_.config.stream);
+      return {};
+    }
+    spdlog::info("no snapshot of durable '{}' yet: bootstrapping from replica '{}''s newest snapshot",
+                 ctx_.config.durable, loaded.value()->name);
+  }
   IndexSnapshot& snap = *loaded.value();
   if (auto s = ingest_.restore(snap); !s.ok()) return s;
-  spdlog::info("restored snapshot {}: {} streams, stream sequence {}", snap.id, snap.watermarks.size(),
-               snap.stream_sequence);
+  restored_from_ = snap.name;
+  spdlog::info("restored snapshot {} of '{}': {} streams, stream sequence {}", snap.id, snap.name,
+               snap.watermarks.size(), snap.stream_sequence);
   return {};
 }
 
@@ -49,6 +81,7 @@ BusStatus Snapshotter::write() {
 BusResult<SnapshotWritten> Snapshotter::write_locked() {
   IndexSnapshot snap;
   if (!ingest_.capture(snap)) return BusError{NATS_ERR, "indexer offline: no snapshot"};
+  snap.events_stream = ctx_.config.stream;
   auto written = store_->write(snap);
   if (!written.ok()) return written.error();
   spdlog::info(

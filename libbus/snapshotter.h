@@ -38,6 +38,9 @@ class Snapshotter {
   bool stale() const;
   double age_seconds() const;
   std::chrono::milliseconds stale_bound() const;
+  // The name (durable) whose snapshot open() restored: this service's own, another replica's (a
+  // bootstrap), or empty (none). Set once, before the service serves.
+  const std::string& restored_from() const { return restored_from_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -62,6 +65,7 @@ class Snapshotter {
   std::uint64_t failures_in_row_ = 0;  // guarded by write_mutex_
   Clock::time_point failing_since_;    // guarded by write_mutex_
   std::string last_error_;             // guarded by write_mutex_
+  std::string restored_from_;
 };
 
 }  // namespace kvidx::bus

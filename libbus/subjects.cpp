@@ -25,6 +25,7 @@ std::string Subjects::admin_stats() const { return prefix_ + ".admin.stats"; }
 std::string Subjects::admin_workers() const { return prefix_ + ".admin.workers"; }
 std::string Subjects::admin_remove_worker() const { return prefix_ + ".admin.remove_worker"; }
 std::string Subjects::admin_dump() const { return prefix_ + ".admin.dump"; }
+std::string Subjects::admin_replicas() const { return prefix_ + ".admin.replicas"; }
 std::string Subjects::admin_wildcard() const { return prefix_ + ".admin.*"; }
 std::string Subjects::routing_decisions() const { return prefix_ + ".routing.decisions"; }
 std::string Subjects::requests(WorkerId worker) const { return prefix_ + ".requests." + std::to_string(worker); }

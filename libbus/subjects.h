@@ -34,6 +34,8 @@ class Subjects {
   std::string admin_workers() const;
   std::string admin_remove_worker() const;
   std::string admin_dump() const;
+  // Every replica answers (a plain subscription, not the queue group): `kvidx stats --all`.
+  std::string admin_replicas() const;
   std::string admin_wildcard() const;
   std::string routing_decisions() const;
   std::string requests(WorkerId worker) const;

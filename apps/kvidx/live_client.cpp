@@ -10,6 +10,7 @@
 #include "apps/kvidx/nats_flags.h"
 #include "libbus/chunked_reply.h"
 #include "libbus/nats_connection.h"
+#include "libbus/retrying_request.h"
 #include "libcodec/dump_codec.h"
 #include "libcodec/query_codec.h"
 
@@ -32,6 +33,13 @@ void add_live_flags(CLI::App& cmd, LiveFlags& flags, bool live_needs_nats_flag) 
   add_nats_options(cmd, flags.nats, live_needs_nats_flag);
   cmd.add_option("--subject-prefix", flags.prefix, "Subject prefix of that service")->capture_default_str();
   cmd.add_option("--timeout", flags.timeout_s, "Seconds to wait for a reply")->capture_default_str();
+}
+
+void add_retries_flag(CLI::App& cmd, LiveFlags& flags) {
+  cmd.add_option("--retries", flags.retries,
+                 "Extra attempts when no replica answered (each waits --timeout / (retries + 1))")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10));
 }
 
 LiveClient::LiveClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -80,6 +88,67 @@ std::optional<std::string> LiveClient::request(const std::string& subject, const
     return std::nullopt;
   }
   return std::move(reply).value();
+}
+
+std::optional<std::string> LiveClient::request_retrying(const std::string& subject, const std::string& body,
+                                                        int& exit_code, int* attempts) {
+  bus::RetryPolicy policy;
+  policy.retries = impl_->flags.retries;
+  policy.timeout_ms = impl_->timeout_ms();
+  auto reply = bus::request_retrying(impl_->connection, subject, body, policy);
+  if (!reply) {
+    const auto status = reply.error().status;
+    if (status == NATS_MISMATCH) {
+      impl_->fail(exit_code, kExitIncomplete, reply.error().message);
+    } else {
+      const bool no_service = status == NATS_NO_RESPONDERS || reply.error().timed_out();
+      impl_->fail(exit_code, kExitUnreachable,
+                  refused_by_server(impl_->connection) ? explain_refusal(impl_->connection)
+                  : no_service
+                      ? fmt::format("no reply on {} within {} s after {} attempt(s) (is kvidx serve running with "
+                                    "prefix '{}'?)",
+                                    subject, impl_->flags.timeout_s, impl_->flags.retries + 1, impl_->flags.prefix)
+                      : reply.error().message);
+    }
+    return std::nullopt;
+  }
+  if (attempts != nullptr) *attempts = reply.value().attempts;
+  return std::move(reply).value().body;
+}
+
+std::vector<std::string> LiveClient::gather(const std::string& subject, const std::string& body, double window_s,
+                                            int& exit_code) {
+  auto& conn = impl_->connection;
+  const std::string inbox = conn.new_inbox();
+  auto sub = conn.subscribe_sync(inbox);
+  if (!sub) {
+    impl_->fail(exit_code, kExitFailure, sub.error().message);
+    return {};
+  }
+  auto request = bus::Message::create(subject, body, inbox);
+  if (!request || !conn.publish(request.value()) || !conn.flush()) {
+    impl_->fail(exit_code, kExitUnreachable, "cannot send the request on " + subject);
+    return {};
+  }
+  std::vector<std::string> replies;
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(window_s * 1000));
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) break;
+    auto message = sub.value().next(left);
+    if (!message) break;  // the window is over
+    if (message.value().no_responders()) break;
+    replies.emplace_back(message.value().data());
+  }
+  if (replies.empty()) {
+    impl_->fail(exit_code, kExitUnreachable,
+                refused_by_server(conn) ? explain_refusal(conn)
+                                        : fmt::format("no replica answered on {} within {} s (is kvidx serve running "
+                                                      "with prefix '{}'?)",
+                                                      subject, window_s, impl_->flags.prefix));
+  }
+  return replies;
 }
 
 std::optional<std::vector<RouterEvent>> LiveClient::dump(int& exit_code) {

@@ -22,7 +22,12 @@ struct LiveFlags {
   NatsFlags nats;
   std::string prefix = "kv";
   double timeout_s = 5;
+  // Read-only requests (score, stats): extra attempts when no replica answered (retrying_request.h).
+  int retries = 2;
 };
+
+// --retries, for the commands whose requests are read-only (score, stats).
+void add_retries_flag(CLI::App& cmd, LiveFlags& flags);
 
 // Adds the NATS connection options (nats_flags.h), --subject-prefix, --timeout.
 // `live_needs_nats_flag` (dump, stats): --nats picks the live mode over --events, so nats.url stays
@@ -47,6 +52,14 @@ class LiveClient {
   // (kExitUnreachable: nothing answered; kExitIncomplete: pieces missing). An {"error": ...} reply
   // is returned as is.
   std::optional<std::string> request(const std::string& subject, const std::string& body, int& exit_code);
+  // The same for a read-only request, retried (flags.retries) when no replica answered: a replica
+  // killed mid-request, or none subscribed for a moment during a failover. `attempts` (optional)
+  // receives the attempts made.
+  std::optional<std::string> request_retrying(const std::string& subject, const std::string& body, int& exit_code,
+                                              int* attempts = nullptr);
+  // Every replica's answer on `subject` (a plain subscription on each: kv.admin.replicas),
+  // collected for `window_s` seconds; empty when none answered (exit_code set).
+  std::vector<std::string> gather(const std::string& subject, const std::string& body, double window_s, int& exit_code);
   // The whole index as Stored events via <prefix>.admin.dump (chunks until the end marker). The
   // events and chunks received must equal the end marker's counts (else kExitIncomplete); an error
   // end marker is the service's refusal (kExitFailure, its message printed).

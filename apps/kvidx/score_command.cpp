@@ -75,7 +75,9 @@ int run_score(const ScoreFlags& flags) {
   int exit_code = kExitOk;
   auto client = LiveClient::connect(flags.live, "score", exit_code);
   if (!client) return exit_code;
-  auto reply = client->request(client->subjects().query_scores(), request, exit_code);
+  // NOTE: a score query is read-only, so retrying one that a replica lost (killed mid-request) is
+  // safe: during a failover the survivor answers the retry.
+  auto reply = client->request_retrying(client->subjects().query_scores(), request, exit_code);
   if (!reply) return exit_code;
   std::cout << *reply << '\n';
   return decode_error_reply(*reply) ? kExitFailure : kExitOk;
@@ -87,6 +89,7 @@ void add_score_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<ScoreFlags>();
   auto* cmd = app.add_subcommand("score", "Ask a running kvidx for overlap scores of a block sequence");
   add_live_flags(*cmd, flags->live);
+  add_retries_flag(*cmd, flags->live);
   auto* hashes = cmd->add_option("--hashes", flags->hashes, "Local block hashes, comma separated")->delimiter(',');
   auto* tokens = cmd->add_option("--tokens-file", flags->tokens_file, "Token ids (JSON array or whitespace separated)");
   cmd->add_option("--block-size", flags->block_size, "Tokens per block (with --tokens-file)")

@@ -42,6 +42,7 @@ struct ServeFlags {
   std::string durable = "kvidx";
   std::string stream = "KV_EVENTS";
   std::string snapshot_stream = "KV_SNAPSHOTS";
+  int stream_replicas = 0;  // 0: automatic (libbus/stream_replicas.h)
   int fetch_batch = 1000;
   std::size_t max_inflight = 1u << 17;
   bool clear_on_gap = false;
@@ -198,6 +199,7 @@ int run_serve(const ServeFlags& flags) {
   config.stream = flags.stream;
   config.durable = flags.durable;
   config.snapshot_stream = flags.snapshot_stream;
+  config.stream_replicas = flags.stream_replicas;
   config.snapshot_interval = *interval;
   config.snapshot_stale_after = stale_after;
   config.fetch_batch = flags.fetch_batch;
@@ -232,12 +234,13 @@ int run_serve(const ServeFlags& flags) {
     std::printf(
         "config ok: nats %s (auth: %s), mode %s, %zu lanes, prefix '%s', durable '%s', metrics %s, "
         "max message bytes %zu, max blocks per event %zu, max events per message %zu, max query hashes %zu, "
-        "max streams %s, %zu zmq sources\n",
+        "max streams %s, %zu zmq sources, stream replicas %s\n",
         bus::redact_url(config.nats_url).c_str(), bus::describe_auth(config.nats_auth).c_str(), flags.mode.c_str(),
         config.lanes, config.subject_prefix.c_str(), config.durable.c_str(), flags.metrics.c_str(),
         config.limits.max_message_bytes, config.limits.max_blocks_per_event, config.limits.max_events_per_batch,
         config.query_limits.max_hashes,
-        config.max_streams == 0 ? "unlimited" : std::to_string(config.max_streams).c_str(), zmq_sources.size());
+        config.max_streams == 0 ? "unlimited" : std::to_string(config.max_streams).c_str(), zmq_sources.size(),
+        config.stream_replicas == 0 ? "auto" : std::to_string(config.stream_replicas).c_str());
     for (const auto& source : zmq_sources) std::printf("  zmq %s\n", bridge::describe_zmq_source(source).c_str());
     return kExitOk;
   }
@@ -348,6 +351,11 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--stream", flags->stream, "JetStream events stream")->capture_default_str();
   cmd->add_option("--snapshot-stream", flags->snapshot_stream, "JetStream stream holding snapshots")
       ->capture_default_str();
+  cmd->add_option("--stream-replicas", flags->stream_replicas,
+                  "Copies of the events and snapshot streams on a JetStream cluster (0 = auto: 3 when 3 or more NATS "
+                  "servers are known, else 1; an existing stream keeps its count unless this is set)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 5));
   cmd->add_option("--fetch-batch", flags->fetch_batch, "Messages per JetStream fetch")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));

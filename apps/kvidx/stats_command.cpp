@@ -3,8 +3,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
@@ -12,6 +14,7 @@
 #include "apps/kvidx/nats_flags.h"
 #include "apps/kvidx/offline_index.h"
 #include "libcodec/query_codec.h"
+#include "libindexer/index_digest.h"
 #include "replay/dump_view.h"
 
 namespace kvidx::cli {
@@ -22,7 +25,54 @@ using Json = nlohmann::ordered_json;
 struct StatsFlags {
   OfflineFlags offline;
   LiveFlags live;
+  bool all = false;       // every replica's digest and position (kv.admin.replicas)
+  double window_s = 1.0;  // --all: how long replies are collected
 };
+
+// What `--all` prints per replica: who, whether ready, where in the stream, and its digest there.
+Json replica_summary(const Json& stats) {
+  Json out = Json::object();
+  for (const char* key : {"replica", "ready", "not_ready_reason", "acked_sequence", "restored_from", "stream_replicas",
+                          "streams", "blocks", "digest"}) {
+    if (stats.contains(key)) out[key] = stats.at(key);
+  }
+  return out;
+}
+
+// kvidx stats --all: one request on kv.admin.replicas, every replica's reply collected for the
+// window. Replicas at the same position must have the same digest total; "agree" says whether
+// they all are at one position with one total (null when positions differ: compare again once the
+// stream is quiet).
+int run_all(const StatsFlags& flags) {
+  int exit_code = kExitOk;
+  auto client = LiveClient::connect(flags.live, "stats", exit_code);
+  if (!client) return exit_code;
+  const auto replies =
+      client->gather(client->subjects().admin_replicas(), R"({"digest":"total"})", flags.window_s, exit_code);
+  if (replies.empty()) return exit_code;
+  Json replicas = Json::array();
+  std::set<std::uint64_t> positions;
+  std::set<std::string> totals;
+  for (const std::string& reply : replies) {
+    Json stats = Json::parse(reply, nullptr, false);
+    if (stats.is_discarded() || !stats.is_object() || !stats.contains("digest")) {
+      std::fprintf(stderr, "kvidx stats: a replica answered: %s\n", reply.c_str());
+      exit_code = kExitFailure;
+      continue;
+    }
+    positions.insert(stats.at("digest").value("position", std::uint64_t{0}));
+    totals.insert(stats.at("digest").value("total", std::string()));
+    replicas.push_back(replica_summary(stats));
+  }
+  std::sort(replicas.begin(), replicas.end(), [](const Json& a, const Json& b) {
+    return a.value("replica", std::string()) < b.value("replica", std::string());
+  });
+  Json out{{"replicas", replicas.size()}, {"same_position", positions.size() == 1}};
+  out["agree"] = positions.size() == 1 ? Json(totals.size() == 1) : Json(nullptr);
+  out["by_replica"] = std::move(replicas);
+  std::cout << out.dump() << '\n';
+  return exit_code;
+}
 
 Json histogram_json(const std::map<std::size_t, std::size_t>& histogram) {
   Json out = Json::object();
@@ -34,7 +84,7 @@ int run_live(const StatsFlags& flags) {
   int exit_code = kExitOk;
   auto client = LiveClient::connect(flags.live, "stats", exit_code);
   if (!client) return exit_code;
-  auto reply = client->request(client->subjects().admin_stats(), "{}", exit_code);
+  auto reply = client->request_retrying(client->subjects().admin_stats(), R"({"digest":"streams"})", exit_code);
   if (!reply) return exit_code;
   Json out = Json::parse(*reply, nullptr, false);
   if (out.is_discarded() || decode_error_reply(*reply)) {
@@ -73,6 +123,12 @@ int run_offline(StatsFlags& flags) {
     by_result[std::string(to_string(static_cast<ApplyStatus>(status)))] =
         built.summary.applied.applied_with(static_cast<ApplyStatus>(status));
   }
+  auto dump = indexer.dump_events();
+  if (!dump) {
+    std::fprintf(stderr, "kvidx stats: the offline index failed\n");
+    return kExitFailure;
+  }
+  const IndexDigest digest = digest_of(*dump);
   Json out{{"workers", indexer.get_workers().size()},
            {"streams", sizes.worker_count},
            {"blocks", sizes.block_count},
@@ -87,7 +143,10 @@ int run_offline(StatsFlags& flags) {
            {"gaps", built.summary.intake.gaps},
            {"missing_events", built.summary.intake.missing_events},
            {"resets", built.summary.intake.resets},
-           {"bad_lines", built.summary.read.bad_lines}};
+           {"bad_lines", built.summary.read.bad_lines},
+           // The same digest a live service reports (libindexer/index_digest.h); no stream position.
+           {"digest",
+            Json{{"total", digest_hex(digest.total)}, {"blocks", digest.blocks}, {"streams", digest.streams.size()}}}};
   std::cout << out.dump() << '\n';
   return built.exit_code;
 }
@@ -98,12 +157,21 @@ void add_stats_command(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<StatsFlags>();
   auto* cmd = app.add_subcommand("stats", "Workers, ranks, blocks, nodes and event counts (live or from a log)");
   add_live_flags(*cmd, flags->live, /*live_needs_nats_flag=*/true);
+  add_retries_flag(*cmd, flags->live);
+  auto* all = cmd->add_flag("--all", flags->all,
+                            "Every running replica's digest and stream position (kv.admin.replicas), not one's stats");
+  cmd->add_option("--window", flags->window_s, "With --all: seconds to collect the replicas' replies")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 60.0))
+      ->needs(all);
   add_offline_flags(*cmd, flags->offline, false);
   cmd->get_option("--nats")->excludes("--events");
   cmd->get_option("--events")->excludes("--nats");
+  all->excludes("--events");
   cmd->footer(
       "Exactly one of --nats [URL] or --events. Prints one JSON object.\n"
       "Examples: kvidx stats --nats nats://127.0.0.1:4222 | jq .blocks\n"
+      "          kvidx stats --nats nats://a:4222,nats://b:4222 --all   (replicas' digests and positions)\n"
       "          kvidx stats --events captured.jsonl.gz");
   cmd->callback([flags, &exit_code] {
     if (flags->live.nats.url.empty() && flags->offline.events.empty()) {
@@ -114,7 +182,7 @@ void add_stats_command(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
-    exit_code = flags->live.nats.url.empty() ? run_offline(*flags) : run_live(*flags);
+    exit_code = flags->live.nats.url.empty() ? run_offline(*flags) : flags->all ? run_all(*flags) : run_live(*flags);
   });
 }
 

@@ -15,6 +15,7 @@
 #include "replay/event_log_writer.h"
 #include "tests/faults/fault_support.h"
 #include "tests/support/event_builders.h"
+#include "tests/support/http_probe.h"
 #include "tests/support/wait_until.h"
 
 using namespace kvidx;
@@ -182,4 +183,114 @@ TEST_CASE(
   }
   CHECK(checked >= 15);
 }
+}  // TEST_SUITE("deploy")
+
+TEST_SUITE("deploy") {
+
+TEST_CASE(
+    "deploy: the compose cluster profile runs three NATS nodes whose config passes nats-server -t and two "
+    "kvidx replicas with their own durables") {
+  const std::string compose = source_file("docker-compose.yml");
+  for (const char* node : {"nats-1", "nats-2", "nats-3"}) {
+    CHECK_MESSAGE(compose.find(std::string("\"-c\", \"/etc/nats/nats-cluster.conf\", \"--server_name\", \"") + node +
+                               "\"") != std::string::npos,
+                  node);
+    CHECK_MESSAGE(source_file("deploy/nats/nats-cluster.conf").find(std::string("nats-route://") + node + ":6222") !=
+                      std::string::npos,
+                  node);
+    // kvidx verifies the server's certificate for each node's name.
+    CHECK_MESSAGE(source_file("deploy/make-secrets").find(node) != std::string::npos, node);
+  }
+  CHECK(compose.find("./deploy/nats/nats-cluster.conf:/etc/nats/nats-cluster.conf:ro") != std::string::npos);
+  CHECK(compose.find("profiles: [\"cluster\"]") != std::string::npos);
+  // Each replica: the compose config with the three URLs and its own durable (a replica must read
+  // every event, so two replicas never share a durable). The command line as compose gives it.
+  const std::regex command(
+      R"re(command: \["serve", "--config", "/etc/kvidx/kvidx.toml", "--nats", "([^"]+)", "--durable", "([^"]+)"\])re");
+  std::set<std::string> durables;
+  for (auto it = std::sregex_iterator(compose.begin(), compose.end(), command); it != std::sregex_iterator(); ++it) {
+    const std::string urls = (*it)[1];
+    const std::string durable = (*it)[2];
+    CHECK(urls == "tls://nats-1:4222,tls://nats-2:4222,tls://nats-3:4222");
+    durables.insert(durable);
+    const auto result = testing::run_command({testing::built_binary("kvidx"), "serve", "--config", kConfig, "--nats",
+                                              urls, "--durable", durable, "--check-config"});
+    INFO(result.err);
+    REQUIRE(result.exit_code == 0);
+    CHECK(result.out.find("config ok: nats " + urls) == 0);
+    CHECK(result.out.find("durable '" + durable + "'") != std::string::npos);
+    CHECK(result.out.find("stream replicas auto") != std::string::npos);
+  }
+  CHECK(durables == std::set<std::string>{"kvidx-a", "kvidx-b"});
+
+  // The node config (the single server's plus the cluster block) parses, secrets and paths moved
+  // into a temp dir as in the single-server test above.
+  TempDir dir;
+  const std::string secrets = dir.file("secrets");
+  const auto made = testing::run_command({std::string(KVIDX_SOURCE_DIR) + "/deploy/make-secrets", "--dir", secrets,
+                                          "--kvidx", testing::built_binary("kvidx")});
+  REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+  std::string conf =
+      std::regex_replace(source_file("deploy/nats/nats-server.conf"), std::regex("/etc/nats/secrets/"), secrets + "/");
+  conf = std::regex_replace(conf, std::regex("store_dir: /data"), "store_dir: \"" + dir.file("js") + "\"");
+  std::ofstream(dir.file("nats-server.conf")) << conf;
+  std::ofstream(dir.file("nats-cluster.conf")) << source_file("deploy/nats/nats-cluster.conf");
+  std::ofstream(dir.file("permissions.conf")) << source_file("deploy/nats/permissions.conf");
+  std::ofstream(dir.file("auth.conf")) << read_text(secrets + "/auth.conf");
+  const auto checked = testing::run_command(
+      {"/usr/sbin/nats-server", "-c", dir.file("nats-cluster.conf"), "--server_name", "nats-1", "-t"});
+  CHECK_MESSAGE(checked.exit_code == 0, checked.out << checked.err);
+  // The server certificate names every node (kvidx connects to tls://nats-N:4222 and verifies it).
+  const auto text =
+      testing::run_command({"/usr/bin/openssl", "x509", "-in", secrets + "/server.pem", "-noout", "-text"});
+  for (const char* node : {"DNS:nats-1", "DNS:nats-2", "DNS:nats-3"}) {
+    CHECK_MESSAGE(text.out.find(node) != std::string::npos, node);
+  }
+}
+
+}  // TEST_SUITE("deploy")
+
+TEST_SUITE("deploy") {
+
+TEST_CASE(
+    "deploy: the Grafana dashboard is provisioned by the monitoring profile and queries only metrics kvidx "
+    "serves") {
+  const std::string compose = source_file("docker-compose.yml");
+  CHECK(compose.find("./deploy/grafana/provisioning:/etc/grafana/provisioning:ro") != std::string::npos);
+  CHECK(compose.find("./deploy/grafana/dashboards:/var/lib/grafana/dashboards:ro") != std::string::npos);
+  CHECK(source_file("deploy/grafana/provisioning/dashboards/kvidx.yml").find("path: /var/lib/grafana/dashboards") !=
+        std::string::npos);
+  CHECK(source_file("deploy/grafana/provisioning/datasources/prometheus.yml").find("url: http://127.0.0.1:9090") !=
+        std::string::npos);
+  const nlohmann::json dashboard = nlohmann::json::parse(source_file("deploy/grafana/dashboards/kvidx.json"));
+  std::set<std::string> used;
+  const std::regex metric("kvidx_[a-z_]+");
+  for (const auto& panel : dashboard.at("panels")) {
+    for (const auto& target : panel.at("targets")) {
+      const std::string expr = target.at("expr");
+      for (auto it = std::sregex_iterator(expr.begin(), expr.end(), metric); it != std::sregex_iterator(); ++it) {
+        std::string name = it->str();
+        if (name.size() > 7 && name.substr(name.size() - 7) == "_bucket") name.resize(name.size() - 7);
+        used.insert(name);
+      }
+    }
+  }
+  CHECK(used.size() >= 10);
+  // A running kvidx's /metrics has every one of them.
+  NatsServer server;
+  TempDir dir;
+  const int port = testing::find_free_port();
+  ServeProcess serve(server, dir, "dash",
+                     {"--nats", server.url(), "--durable", "dash", "--metrics", "127.0.0.1:" + std::to_string(port)},
+                     /*default_flags=*/false);
+  bus::Connection conn = connect_to(server);
+  wait_ready(conn, serve);
+  const auto scraped = testing::http_get(port, "/metrics");
+  REQUIRE(scraped.has_value());
+  for (const std::string& name : used) {
+    CHECK_MESSAGE(scraped->body.find("\n" + name) != std::string::npos, name);
+  }
+  CHECK(serve.stop(SIGTERM) == 0);
+}
+
 }  // TEST_SUITE("deploy")

@@ -54,9 +54,13 @@ std::uint64_t rss_kib(pid_t pid) {
 }
 
 ServeProcess::ServeProcess(const testing::NatsServer& server, const testing::TempDir& dir, const std::string& durable,
+                           std::vector<std::string> extra, bool default_flags)
+    : ServeProcess(server.url(), dir, durable, std::move(extra), default_flags) {}
+
+ServeProcess::ServeProcess(const std::string& nats_urls, const testing::TempDir& dir, const std::string& durable,
                            std::vector<std::string> extra, bool default_flags) {
   std::vector<std::string> args = {testing::built_binary("kvidx"), "--log-level", "warn", "serve"};
-  if (default_flags) args.insert(args.end(), {"--nats", server.url(), "--metrics", "off", "--durable", durable});
+  if (default_flags) args.insert(args.end(), {"--nats", nats_urls, "--metrics", "off", "--durable", durable});
   args.insert(args.end(), extra.begin(), extra.end());
   log_ = dir.file("serve-" + durable + "-" + std::to_string(++starts_) + ".log");
   child_ = std::make_unique<testing::ChildProcess>(args, log_);
@@ -80,8 +84,8 @@ bool nodes_within_bound(const Json& stats) {
   return false;
 }
 
-std::optional<Json> admin_stats(bus::Connection& conn, std::int64_t timeout_ms) {
-  auto reply = conn.request(bus::Subjects().admin_stats(), "{}", timeout_ms);
+std::optional<Json> admin_stats(bus::Connection& conn, std::int64_t timeout_ms, const std::string& body) {
+  auto reply = conn.request(bus::Subjects().admin_stats(), body, timeout_ms);
   if (!reply.ok()) return std::nullopt;
   return Json::parse(reply.value().data());
 }

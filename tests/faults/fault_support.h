@@ -64,6 +64,9 @@ class ServeProcess {
  public:
   ServeProcess(const testing::NatsServer& server, const testing::TempDir& dir, const std::string& durable,
                std::vector<std::string> extra = {}, bool default_flags = true);
+  // Against `nats_urls` (one URL or a comma-separated list: a cluster).
+  ServeProcess(const std::string& nats_urls, const testing::TempDir& dir, const std::string& durable,
+               std::vector<std::string> extra = {}, bool default_flags = true);
   pid_t pid() const { return child_->pid(); }
   bool running() { return child_->running(); }
   int stop(int signo = 15) { return child_->stop(signo); }
@@ -81,8 +84,9 @@ class ServeProcess {
 // Node counts themselves depend on the split history (a restored tree is built compact).
 bool nodes_within_bound(const Json& stats);
 
-// kv.admin.stats of a running kvidx (nullopt when nothing answers within `timeout_ms`).
-std::optional<Json> admin_stats(bus::Connection& conn, std::int64_t timeout_ms = 1000);
+// kv.admin.stats of a running kvidx (nullopt when nothing answers within `timeout_ms`); `body`
+// {"digest":"total"} adds the index digest.
+std::optional<Json> admin_stats(bus::Connection& conn, std::int64_t timeout_ms = 1000, const std::string& body = "{}");
 
 // Waits until kvidx answers stats (it subscribes to queries after the restore and the consumer).
 Json wait_ready(bus::Connection& conn, ServeProcess& serve, std::chrono::seconds timeout = std::chrono::seconds(30));
