@@ -56,10 +56,9 @@ struct EventLogReadOptions {
   // Checked before every line: once true, reading stops there and the result says `stopped`.
   const std::atomic<bool>* stop = nullptr;
   ReadPosition* position = nullptr;  // updated after every block read from the input
-  // 0: lines are decoded on the calling thread. N > 0: a reader thread reads (and inflates) the
-  // input and N threads decode chunks of lines while the callback runs (parallel_log_reader.h);
-  // the callback still gets every event in input order on the calling thread, and bad lines are
-  // reported exactly as with 0.
+  // 0: lines are decoded on the calling thread. N > 0: the calling thread reads (and inflates)
+  // the input, N threads decode chunks of lines, and one other thread calls the callback with
+  // every event in input order (parallel_log_reader.h); bad lines are reported exactly as with 0.
   std::size_t decode_threads = 0;
 };
 

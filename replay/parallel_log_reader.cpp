@@ -174,8 +174,6 @@ EventLogReadResult read_event_log_parallel(const std::string& path, BadLinePolic
   if (options.position != nullptr) *options.position = ReadPosition{0, input.size()};
   const std::size_t threads = options.decode_threads;
   ChunkWindow window(4 * threads + 2);
-  std::uint64_t bytes_read = 0;  // written by the reader thread, read after it is joined
-  std::thread reader([&] { window.finish(read_chunks(input, path, window, bytes_read)); });
   std::vector<std::thread> decoders;
   decoders.reserve(threads);
   for (std::size_t i = 0; i < threads; ++i) {
@@ -187,52 +185,60 @@ EventLogReadResult read_event_log_parallel(const std::string& path, BadLinePolic
     });
   }
 
-  std::uint64_t lines_before = 0;  // lines of the chunks already handed on
-  bool done = false;
   std::string io_error;
   auto stop_requested = [&] { return options.stop != nullptr && options.stop->load(std::memory_order_relaxed); };
-  while (!done) {
-    std::unique_ptr<Chunk> chunk = window.next(io_error);
-    if (!chunk) break;
-    std::size_t next_bad = 0;
-    for (std::size_t i = 0; i <= chunk->events.size() && !done; ++i) {
-      // NOTE: the bad lines that come before event i, in input order, then event i itself.
-      for (; next_bad < chunk->bad.size() && chunk->bad[next_bad].events_before == i; ++next_bad) {
+  // NOTE: the calling thread reads and a thread of its own hands the events on (in input order,
+  // one thread, so the callback needs no locking): a Ctrl-C is delivered to the main thread and
+  // fails its blocking read (EINTR), which ends the read as in the sequential reader; a reader on
+  // another thread would wait in read() for more input.
+  std::thread deliverer([&] {
+    std::uint64_t lines_before = 0;  // lines of the chunks already handed on
+    bool done = false;
+    while (!done) {
+      std::unique_ptr<Chunk> chunk = window.next(io_error);
+      if (!chunk) break;
+      std::size_t next_bad = 0;
+      for (std::size_t i = 0; i <= chunk->events.size() && !done; ++i) {
+        // NOTE: the bad lines that come before event i, in input order, then event i itself.
+        for (; next_bad < chunk->bad.size() && chunk->bad[next_bad].events_before == i; ++next_bad) {
+          if (stop_requested()) {
+            result.stopped = true;
+            done = true;
+            break;
+          }
+          const auto& bad = chunk->bad[next_bad];
+          const std::uint64_t line_number = lines_before + bad.line;
+          ++stats.lines;
+          ++stats.bad_lines;
+          if (stats.first_bad_lines.size() < EventLogReadStats::kMaxReportedBadLines) {
+            stats.first_bad_lines.push_back({line_number, bad.reason});
+          }
+          if (policy == BadLinePolicy::stop) {
+            result.error = fmt::format("{}:{}: {}", path, line_number, bad.reason);
+            done = true;
+            break;
+          }
+        }
+        if (done || i == chunk->events.size()) break;
         if (stop_requested()) {
           result.stopped = true;
           done = true;
           break;
         }
-        const auto& bad = chunk->bad[next_bad];
-        const std::uint64_t line_number = lines_before + bad.line;
         ++stats.lines;
-        ++stats.bad_lines;
-        if (stats.first_bad_lines.size() < EventLogReadStats::kMaxReportedBadLines) {
-          stats.first_bad_lines.push_back({line_number, bad.reason});
-        }
-        if (policy == BadLinePolicy::stop) {
-          result.error = fmt::format("{}:{}: {}", path, line_number, bad.reason);
-          done = true;
-          break;
-        }
+        ++stats.events;
+        on_event(std::move(chunk->events[i]));
       }
-      if (done || i == chunk->events.size()) break;
-      if (stop_requested()) {
-        result.stopped = true;
-        done = true;
-        break;
+      if (!done) {
+        lines_before += chunk->line_count;
+        if (options.position != nullptr) options.position->file_bytes = chunk->file_bytes;
       }
-      ++stats.lines;
-      ++stats.events;
-      on_event(std::move(chunk->events[i]));
     }
-    if (!done) {
-      lines_before += chunk->line_count;
-      if (options.position != nullptr) options.position->file_bytes = chunk->file_bytes;
-    }
-  }
-  window.cancel();
-  reader.join();
+    window.cancel();  // the reader and the decoders stop too
+  });
+  std::uint64_t bytes_read = 0;
+  window.finish(read_chunks(input, path, window, bytes_read));
+  deliverer.join();
   for (auto& t : decoders) t.join();
   stats.bytes = bytes_read;
   // NOTE: as the sequential reader: a stop may also have failed a blocking read (EINTR).

@@ -1,9 +1,10 @@
 // The event-log reader with decoding spread over threads (read_event_log with
 // EventLogReadOptions::decode_threads > 0 lands here):
-//   reader thread   reads (and inflates) the input in 1 MiB blocks and cuts them into chunks of
+//   calling thread  reads (and inflates) the input in 1 MiB blocks and cuts them into chunks of
 //                   whole lines;
 //   decode threads  decode whole chunks, any chunk on any thread;
-//   calling thread  takes the chunks back in input order and hands their events to the callback.
+//   a hand-on thread  takes the chunks back in input order and hands their events to the callback
+//                   (always from that one thread).
 // So the callback sees exactly what the sequential reader would hand it, in the same order, and
 // bad lines are counted and reported with the same line numbers and reasons.
 #pragma once
