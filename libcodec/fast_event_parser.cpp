@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -23,6 +25,7 @@ class Parser {
     return p_ == end_;
   }
   const char* pos() const { return p_; }
+  void seek(const char* at) { p_ = at; }
 
   // ---- lexical pieces ------------------------------------------------------------------------
 
@@ -51,6 +54,15 @@ class Parser {
   bool literal(const char* word, std::size_t n) {
     if (static_cast<std::size_t>(end_ - p_) < n || std::memcmp(p_, word, n) != 0) return false;
     p_ += n;
+    return true;
+  }
+
+  // `word` (a string literal) right here, no whitespace skipped. NOTE: the length is a constant,
+  // so the compare compiles to a few integer compares.
+  template <std::size_t N>
+  bool lit(const char (&word)[N]) {
+    if (static_cast<std::size_t>(end_ - p_) < N - 1 || std::memcmp(p_, word, N - 1) != 0) return false;
+    p_ += N - 1;
     return true;
   }
 
@@ -98,26 +110,59 @@ class Parser {
 
   static bool is_digit(char c) { return static_cast<unsigned>(c - '0') <= 9; }
 
+  // Eight ASCII digits loaded little-endian (the first digit in the low byte): whether all eight
+  // are digits, and their value (the usual SWAR reduction: pairs, then quads, then the eight).
+  static bool eight_digits(std::uint64_t chunk) {
+    return ((chunk & 0xF0F0F0F0F0F0F0F0ULL) | (((chunk + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) ==
+           0x3333333333333333ULL;
+  }
+  static std::uint64_t parse_eight_digits(std::uint64_t chunk) {
+    chunk = (chunk & 0x0F0F0F0F0F0F0F0FULL) * 2561 >> 8;
+    chunk = (chunk & 0x00FF00FF00FF00FFULL) * 6553601 >> 16;
+    return (chunk & 0x0000FFFF0000FFFFULL) * 42949672960001ULL >> 32;
+  }
+
   // An unsigned integer exactly as the DOM decoder's number_unsigned: no sign, fraction, exponent
   // or leading zero, and at most 2^64 - 1.
   bool u64(std::uint64_t& out) {
     skip_ws();
-    if (p_ == end_ || !is_digit(*p_)) return false;
-    std::uint64_t value = static_cast<std::uint64_t>(*p_ - '0');
-    const char* start = p_++;
-    if (value != 0) {
-      // 19 digits always fit; the 20th is checked; a 21st is always out of range.
-      while (p_ != end_ && is_digit(*p_) && p_ - start < 19)
-        value = value * 10 + static_cast<std::uint64_t>(*p_++ - '0');
-      if (p_ != end_ && is_digit(*p_)) {
+    // NOTE: a local cursor: stores through p_ (a char*) would alias every load of the input.
+    const char* p = p_;
+    const char* const end = end_;
+    if (p == end || !is_digit(*p)) return false;
+    std::uint64_t value = static_cast<std::uint64_t>(*p - '0');
+    const char* const start = p++;
+    if (std::endian::native == std::endian::little && value != 0 && end - start >= 24) {
+      // NOTE: at least 24 bytes left, so 8-byte loads up to the 20th digit stay inside the input.
+      // Eight digits at a time while they are digits (up to 17 here), then one by one to 19.
+      while (p - start <= 9) {
+        std::uint64_t chunk = 0;
+        std::memcpy(&chunk, p, 8);
+        if (!eight_digits(chunk)) break;
+        value = value * 100000000 + parse_eight_digits(chunk);
+        p += 8;
+      }
+      while (is_digit(*p) && p - start < 19) value = value * 10 + static_cast<std::uint64_t>(*p++ - '0');
+      if (is_digit(*p)) {
         if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
-            __builtin_add_overflow(value, static_cast<std::uint64_t>(*p_ - '0'), &value)) {
+            __builtin_add_overflow(value, static_cast<std::uint64_t>(*p - '0'), &value)) {
           return false;
         }
-        ++p_;
+        ++p;
+      }
+    } else if (value != 0) {
+      // 19 digits always fit; the 20th is checked; a 21st is always out of range.
+      while (p != end && is_digit(*p) && p - start < 19) value = value * 10 + static_cast<std::uint64_t>(*p++ - '0');
+      if (p != end && is_digit(*p)) {
+        if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
+            __builtin_add_overflow(value, static_cast<std::uint64_t>(*p - '0'), &value)) {
+          return false;
+        }
+        ++p;
       }
     }
-    if (p_ != end_ && (is_digit(*p_) || *p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
+    if (p != end && (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E')) return false;
+    p_ = p;
     out = value;
     return true;
   }
@@ -495,7 +540,76 @@ class Parser {
     return has_id && has_data;
   }
 
+  // The layout every encoder we know writes (kvidx's own and Dynamo's serde order: no whitespace,
+  // known keys only, each once, in this order). Anything else returns false, and the caller goes
+  // the general way from the same place. NOTE: only exact literals, numbers through u64/u32 and
+  // the same limits are accepted, so a document taken here is one the DOM decoder accepts with the
+  // same result; depth_ is not tracked, so the deepest layout (6 levels) must fit the limit first.
+  bool canonical_router_event(RouterEvent& out) {
+    if (depth_ + 6 > limits_.max_nesting_depth) return false;
+    if (!lit("{\"worker_id\":") || !u64(out.worker_id)) return false;
+    if (lit(",\"storage_tier\":")) {
+      std::string_view name;
+      if (!plain_string(name)) return false;
+      out.storage_tier = storage_tier_from_string(name);
+      if (!out.storage_tier) return false;
+    }
+    if (!lit(",\"event\":{\"event_id\":") || !u64(out.event.event_id) || !lit(",\"data\":")) return false;
+    if (lit("{\"stored\":{\"parent_hash\":")) {
+      auto& data = out.event.data.emplace<KvCacheStoreData>();
+      if (!lit("null")) {
+        std::uint64_t parent = 0;
+        if (!u64(parent)) return false;
+        data.parent_hash = ExternalSequenceBlockHash{parent};
+      }
+      if (lit(",\"start_position\":")) {
+        std::uint32_t start = 0;
+        if (!u32(start)) return false;
+        data.start_position = start;
+      }
+      if (!lit(",\"blocks\":[")) return false;
+      if (!lit("]")) {
+        data.blocks.reserve(8);  // NOTE: one allocation for typical events instead of growing 1, 2, 4, 8
+        do {
+          if (data.blocks.size() == limits_.max_blocks_per_event) return false;
+          StoredBlock& block = data.blocks.emplace_back();
+          if (!lit("{\"block_hash\":") || !u64(block.block_hash.value) || !lit(",\"tokens_hash\":") ||
+              !u64(block.tokens_hash.value) || !lit("}")) {
+            return false;  // mm_extra_info too goes the general way
+          }
+        } while (lit(","));
+        if (!lit("]")) return false;
+      }
+      if (!lit("}}")) return false;
+    } else if (lit("{\"removed\":{\"block_hashes\":[")) {
+      auto& hashes = out.event.data.emplace<KvCacheRemoveData>().block_hashes;
+      if (!lit("]")) {
+        hashes.reserve(8);
+        do {
+          if (hashes.size() == limits_.max_blocks_per_event) return false;
+          if (!u64(hashes.emplace_back().value)) return false;
+        } while (lit(","));
+        if (!lit("]")) return false;
+      }
+      if (!lit("}}")) return false;
+    } else if (lit("\"cleared\"")) {
+      out.event.data = KvCacheClearData{};
+    } else {
+      return false;
+    }
+    return lit(",\"dp_rank\":") && u32(out.event.dp_rank) && lit("}}");
+  }
+
   bool router_event(RouterEvent& out) {
+    skip_ws();
+    const char* const start = p_;
+    if (canonical_router_event(out)) return true;
+    p_ = start;
+    out = RouterEvent{};
+    return general_router_event(out);
+  }
+
+  bool general_router_event(RouterEvent& out) {
     if (!open('{')) return false;
     bool has_worker = false, has_tier = false, has_event = false;
     if (!consume('}')) {
@@ -584,6 +698,8 @@ bool try_decode_router_events(std::string_view json, const DecodeLimits& limits,
   Parser parser(json.data(), json.data() + json.size(), limits);
   if (parser.peek('{')) return parser.router_event(out.emplace_back()) && parser.at_end();
   if (!parser.open('[')) return false;
+  // NOTE: about one slot per 128 bytes (a 4-block event is ~230) instead of growing 1, 2, 4, ...
+  out.reserve(std::min(limits.max_events_per_batch, json.size() / 128 + 1));
   if (!parser.consume(']')) {
     bool more = true;
     while (more) {
@@ -605,6 +721,7 @@ bool try_decode_event_log_line(std::string_view line, const DecodeLimits& limits
   Parser top(begin, end, limits);
   if (!top.open('{')) return false;
   bool has_worker = false;
+  bool event_decoded = false;  // "event" was decoded as a RouterEvent during pass 1
   const char* event_at = nullptr;
   const char* ts_at = nullptr;
   const char* subject_at = nullptr;
@@ -621,6 +738,19 @@ bool try_decode_event_log_line(std::string_view line, const DecodeLimits& limits
       } else if (k == "event") {
         if (event_at != nullptr) return false;
         event_at = at;
+        if (!has_worker) {
+          // NOTE: the capture wrapper's usual layout: decode "event" now instead of skipping it
+          // here and parsing it again in pass 2. When it is not a RouterEvent (a bare event's
+          // body, where "worker_id" may still follow), it is skipped as any other value.
+          Parser event(at, end, limits, 1);
+          if (event.router_event(out.event)) {
+            event_decoded = true;
+            top.seek(event.pos());
+            if (!top.next('}', more)) return false;
+            continue;
+          }
+          out.event = RouterEvent{};
+        }
       } else if (k == "ts") {
         if (ts_at != nullptr) return false;
         ts_at = at;
@@ -635,12 +765,18 @@ bool try_decode_event_log_line(std::string_view line, const DecodeLimits& limits
   top.close();
   if (!top.at_end()) return false;
 
-  out = EventLogLine{};
-  if (has_worker) return try_decode_router_event(line, limits, out.event);  // bare; ts/subject ignored
+  out.ts.reset();
+  out.subject.reset();
+  if (has_worker) {  // bare; ts/subject ignored
+    out.event = RouterEvent{};
+    return try_decode_router_event(line, limits, out.event);
+  }
   if (event_at == nullptr) return false;
   // Pass 2: the located values (already validated as JSON by pass 1).
-  Parser event(event_at, end, limits, 1);
-  if (!event.router_event(out.event)) return false;
+  if (!event_decoded) {
+    Parser event(event_at, end, limits, 1);
+    if (!event.router_event(out.event)) return false;
+  }
   if (ts_at != nullptr) {
     Parser ts(ts_at, end, limits, 1);
     if (!ts.peek('n')) {

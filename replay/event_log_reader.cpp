@@ -1,66 +1,17 @@
 #include "replay/event_log_reader.h"
 
 #include <fmt/format.h>
-#include <zlib.h>
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "replay/gz_input.h"
+#include "replay/parallel_log_reader.h"
+
 namespace kvidx {
-namespace {
-
-// RAII over a zlib gzFile. NOTE: gzread passes plain (non-gzip) input through unchanged, which is
-// how ".gz is read transparently" works for any file name.
-class GzInput {
- public:
-  explicit GzInput(const std::string& path) {
-    const int fd = path == "-" ? dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    struct stat info {};
-    if (fstat(fd, &info) == 0 && S_ISREG(info.st_mode)) size_ = static_cast<std::uint64_t>(info.st_size);
-    file_ = gzdopen(fd, "rb");
-    if (file_ == nullptr) {
-      const int saved = errno;
-      ::close(fd);
-      errno = saved;
-      return;
-    }
-    gzbuffer(file_, 1 << 20);
-  }
-  ~GzInput() {
-    if (file_ != nullptr) gzclose(file_);
-  }
-  GzInput(const GzInput&) = delete;
-  GzInput& operator=(const GzInput&) = delete;
-
-  bool is_open() const { return file_ != nullptr; }
-  // Reads up to `size` bytes; returns bytes read, 0 at end, -1 on error (message in `error`).
-  long read(char* buffer, unsigned size, std::string& error) {
-    const int n = gzread(file_, buffer, size);
-    if (n < 0) {
-      int code = 0;
-      const char* text = gzerror(file_, &code);
-      error = code == Z_ERRNO ? std::strerror(errno) : text;
-    }
-    return n;
-  }
-  // Bytes of the input consumed so far, as stored (compressed for gzip).
-  std::uint64_t offset() const {
-    const auto at = gzoffset(file_);
-    return at < 0 ? 0 : static_cast<std::uint64_t>(at);
-  }
-  std::uint64_t size() const { return size_; }  // 0: not a regular file
-
- private:
-  gzFile file_ = nullptr;
-  std::uint64_t size_ = 0;
-};
-
-}  // namespace
 
 std::string for_each_line(const std::string& path, const std::function<bool(std::uint64_t, std::string_view)>& on_line,
                           std::uint64_t* bytes_read, ReadPosition* position) {
@@ -115,9 +66,12 @@ EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy,
 
 EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy, const EventLogCallback& on_event,
                                   const EventLogReadOptions& options) {
+  if (options.decode_threads > 0) return read_event_log_parallel(path, policy, on_event, options);
   EventLogReadResult result;
   auto& stats = result.stats;
   const DecodeLimits& limits = options.limits;
+  EventLogLine decoded;
+  std::string reason;
   std::string io_error = for_each_line(
       path,
       [&](std::uint64_t line_number, std::string_view line) {
@@ -125,23 +79,22 @@ EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy,
           result.stopped = true;
           return false;
         }
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        if (line.find_first_not_of(" \t") == std::string_view::npos) return true;  // blank lines are ignored
+        const LineOutcome outcome = decode_log_line(line, limits, decoded, reason);
+        if (outcome == LineOutcome::blank) return true;  // blank lines are ignored
         ++stats.lines;
-        auto decoded = decode_event_log_line(line, limits);
-        if (!decoded.ok()) {
+        if (outcome == LineOutcome::bad) {
           ++stats.bad_lines;
           if (stats.first_bad_lines.size() < EventLogReadStats::kMaxReportedBadLines) {
-            stats.first_bad_lines.push_back({line_number, decoded.error().message()});
+            stats.first_bad_lines.push_back({line_number, reason});
           }
           if (policy == BadLinePolicy::stop) {
-            result.error = fmt::format("{}:{}: {}", path, line_number, decoded.error().message());
+            result.error = fmt::format("{}:{}: {}", path, line_number, reason);
             return false;
           }
           return true;
         }
         ++stats.events;
-        on_event(std::move(decoded).value());
+        on_event(std::move(decoded));
         return true;
       },
       &stats.bytes, options.position);
@@ -150,6 +103,18 @@ EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy,
   if (options.stop != nullptr && options.stop->load(std::memory_order_relaxed)) result.stopped = true;
   if (!io_error.empty() && !result.stopped) result.error = std::move(io_error);
   return result;
+}
+
+LineOutcome decode_log_line(std::string_view line, const DecodeLimits& limits, EventLogLine& out, std::string& reason) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.find_first_not_of(" \t") == std::string_view::npos) return LineOutcome::blank;
+  auto decoded = decode_event_log_line(line, limits);
+  if (!decoded.ok()) {
+    reason = decoded.error().message();
+    return LineOutcome::bad;
+  }
+  out = std::move(decoded).value();
+  return LineOutcome::event;
 }
 
 std::string check_input_file(const std::string& path) {

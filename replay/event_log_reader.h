@@ -56,6 +56,10 @@ struct EventLogReadOptions {
   // Checked before every line: once true, reading stops there and the result says `stopped`.
   const std::atomic<bool>* stop = nullptr;
   ReadPosition* position = nullptr;  // updated after every block read from the input
+  // 0: lines are decoded on the calling thread. N > 0: the calling thread reads (and inflates)
+  // the input, N threads decode chunks of lines, and one other thread calls the callback with
+  // every event in input order (parallel_log_reader.h); bad lines are reported exactly as with 0.
+  std::size_t decode_threads = 0;
 };
 
 using EventLogCallback = std::function<void(EventLogLine&&)>;

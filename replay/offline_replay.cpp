@@ -77,6 +77,7 @@ ReplaySummary replay_event_log(LaneIndexer& indexer, const ReplayOptions& option
   read_options.limits = options.limits;
   read_options.stop = options.stop;
   read_options.position = &position;
+  read_options.decode_threads = options.decode_threads;
   auto read = read_event_log(
       options.events_path, options.bad_lines,
       [&](EventLogLine&& line) {

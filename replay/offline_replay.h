@@ -32,6 +32,9 @@ struct ReplayOptions {
   // Once true (e.g. set by a SIGINT handler), reading stops; what was read is still applied.
   const std::atomic<bool>* stop = nullptr;
   DecodeLimits limits;
+  // Threads decoding lines while the calling thread hands events to the intake and lanes (see
+  // EventLogReadOptions::decode_threads); 0 decodes on the calling thread.
+  std::size_t decode_threads = 0;
   // The service's ordering options (`--clear-on-gap`). Per-stream log lines are off by default:
   // the summary reports the counts.
   IntakeOptions intake{StreamSequencerOptions{}, false};

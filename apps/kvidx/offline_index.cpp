@@ -3,17 +3,26 @@
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "apps/kvidx/exit_codes.h"
 
 namespace kvidx::cli {
+
+std::size_t default_decode_threads() { return std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8); }
 
 void add_offline_flags(CLI::App& cmd, OfflineFlags& flags, bool events_required) {
   auto* events = cmd.add_option("--events", flags.events, "Event log to apply (JSON Lines, .gz ok, '-' for stdin)");
   if (events_required) events->required();
   cmd.add_option("--lanes", flags.lanes, "Writer lanes (threads) applying events")
       ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd.add_option("--decode-threads", flags.decode_threads,
+                 "Threads decoding the log's JSON while the lanes apply it (0: decode on the applying thread; "
+                 "events are applied in log order either way)")
+      ->check(CLI::Range(0, 64))
       ->capture_default_str();
   cmd.add_flag("--strict", flags.strict, "Stop at the first bad line with file:line: reason");
   cmd.add_flag("--fail-on-bad", flags.fail_on_bad, "Exit 3 if any line was bad");
@@ -32,6 +41,7 @@ OfflineIndex build_offline_index(const OfflineFlags& flags, const char* command)
   ReplayOptions options;
   options.events_path = flags.events;
   options.lanes = flags.lanes;
+  options.decode_threads = flags.decode_threads;
   options.bad_lines = flags.strict ? BadLinePolicy::stop : BadLinePolicy::skip;
   options.progress = !flags.quiet && isatty(STDERR_FILENO) != 0;
   options.stop = flags.stop;

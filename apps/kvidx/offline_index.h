@@ -15,9 +15,13 @@ class App;
 
 namespace kvidx::cli {
 
+// --decode-threads' default: one per core, at least 1, at most 8.
+std::size_t default_decode_threads();
+
 struct OfflineFlags {
   std::string events;
   std::size_t lanes = 2;
+  std::size_t decode_threads = default_decode_threads();
   bool strict = false;
   bool fail_on_bad = false;
   bool clear_on_gap = false;  // as `kvidx serve --clear-on-gap`

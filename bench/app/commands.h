@@ -53,8 +53,18 @@ struct SyntheticArgs {
 };
 int run_synthetic(const SyntheticArgs& args);
 
+// The generated log of the replay part (replay_log_cmd.cpp).
+struct ReplayLogArgs {
+  std::size_t events = 1'000'000;  // 0: skip this part
+  std::size_t blocks = 21;         // per Stored/Removed event
+  std::size_t streams = 512;       // (worker, rank) streams taking turns
+  std::size_t lanes = 2;
+  std::size_t decode_threads = 2;
+};
+
 struct ReplayArgs {
   CommonArgs common;
+  ReplayLogArgs log;
   std::string trace;
   std::size_t workers = 1000;
   std::size_t copies = 7;
@@ -64,6 +74,8 @@ struct ReplayArgs {
   std::size_t lanes = 2;
 };
 int run_replay(const ReplayArgs& args);
+class Report;
+int run_replay_log(const ReplayLogArgs& args, Report& report);  // adds its rows to `report`
 
 struct E2eArgs {
   CommonArgs common;

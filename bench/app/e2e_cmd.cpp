@@ -6,6 +6,8 @@
 //              cumulative ack each; kvidx: service start -> every message applied and acked.
 // Each cell is the median of --repeats runs; rates are events/s (messages/s x events per message).
 // Two rows per batch size give the ceilings without NATS: decode on one thread, lanes applying.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -73,8 +75,22 @@ void publish_all(Connection& pub, const Messages& msgs) {
   if (!pub.flush(60000).ok()) throw std::runtime_error("flush failed");
 }
 
+// CPU seconds (user + system) this process has used so far, all threads.
+double process_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// A rate (messages/s) and the process's CPU seconds while it was measured.
+struct Measured {
+  double rate = 0;
+  double cpu = 0;
+};
+
 // Messages/s.
-double raw_core_rate(const testing::NatsServer& server, const Messages& msgs) {
+Measured raw_core_rate(const testing::NatsServer& server, const Messages& msgs) {
   Connection sub_conn = connect(server);
   Connection pub = connect(server);
   std::atomic<std::size_t> got{0};
@@ -83,10 +99,11 @@ double raw_core_rate(const testing::NatsServer& server, const Messages& msgs) {
   if (!sub.ok() || !sub.value().set_unlimited_pending().ok() || !sub_conn.flush().ok()) {
     throw std::runtime_error("raw subscribe failed");
   }
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   publish_all(pub, msgs);
   while (got.load() < msgs.size()) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  return static_cast<double>(msgs.size()) / seconds_since(t0);
+  return {static_cast<double>(msgs.size()) / seconds_since(t0), process_cpu_seconds() - cpu0};
 }
 
 bus::ServiceConfig service_config(const testing::NatsServer& server, bus::IngestMode mode, std::size_t lanes) {
@@ -101,17 +118,20 @@ bus::ServiceConfig service_config(const testing::NatsServer& server, bus::Ingest
 }
 
 // Messages/s.
-double kvidx_core_rate(const testing::NatsServer& server, const Messages& msgs, std::size_t events, std::size_t lanes) {
+Measured kvidx_core_rate(const testing::NatsServer& server, const Messages& msgs, std::size_t events,
+                         std::size_t lanes) {
   bus::KvidxService service(service_config(server, bus::IngestMode::core, lanes));
   if (!service.start().ok()) throw std::runtime_error("KvidxService (core) did not start");
   Connection pub = connect(server);
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   publish_all(pub, msgs);
   while (service.stats().events_applied < events) std::this_thread::sleep_for(std::chrono::microseconds(200));
   if (service.indexer().flush() != IndexerStatus::ok) throw std::runtime_error("indexer offline");
   const double rate = static_cast<double>(msgs.size()) / seconds_since(t0);
+  const double cpu = process_cpu_seconds() - cpu0;
   service.stop(false);
-  return rate;
+  return {rate, cpu};
 }
 
 // Creates the stream and stores every message in it; returns the last stream sequence.
@@ -129,7 +149,7 @@ std::uint64_t fill_stream(const testing::NatsServer& server, const Messages& msg
 }
 
 // Messages/s of a pull consumer that does nothing but fetch and ack.
-double raw_jetstream_rate(const testing::NatsServer& server, std::size_t count, const std::string& durable) {
+Measured raw_jetstream_rate(const testing::NatsServer& server, std::size_t count, const std::string& durable) {
   Connection conn = connect(server);
   auto js = bus::JetStream::create(conn);
   if (!js.ok()) throw std::runtime_error("JetStream context failed");
@@ -140,6 +160,7 @@ double raw_jetstream_rate(const testing::NatsServer& server, std::size_t count, 
   auto pull = bus::PullConsumer::bind(conn, kStream, durable);
   if (!pull.ok()) throw std::runtime_error("raw pull subscribe failed");
   std::size_t got = 0;
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   while (got < count) {
     auto batch = pull.value().fetch(1000, 2000);
@@ -148,24 +169,26 @@ double raw_jetstream_rate(const testing::NatsServer& server, std::size_t count, 
     if (!bus::jetstream_ack(conn, batch.value().back()).ok())
       throw std::runtime_error("raw ack failed");  // cumulative (AckAll)
   }
-  return static_cast<double>(count) / seconds_since(t0);
+  return {static_cast<double>(count) / seconds_since(t0), process_cpu_seconds() - cpu0};
 }
 
 // Messages/s from service start until the last message is applied and acknowledged.
-double kvidx_jetstream_rate(const testing::NatsServer& server, std::uint64_t last_sequence, std::size_t events,
-                            std::size_t lanes, const std::string& durable) {
+Measured kvidx_jetstream_rate(const testing::NatsServer& server, std::uint64_t last_sequence, std::size_t events,
+                              std::size_t lanes, const std::string& durable) {
   auto config = service_config(server, bus::IngestMode::jetstream, lanes);
   config.durable = durable;
   bus::KvidxService service(config);
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   if (!service.start().ok()) throw std::runtime_error("KvidxService (JetStream) did not start");
   if (!service.wait_for_acked_sequence(last_sequence, std::chrono::seconds(600))) {
     throw std::runtime_error("KvidxService did not ack the whole stream");
   }
   const double rate = static_cast<double>(last_sequence) / seconds_since(t0);
+  const double cpu = process_cpu_seconds() - cpu0;
   if (service.stats().events_applied != events) throw std::runtime_error("KvidxService applied a different count");
   service.stop(false);
-  return rate;
+  return {rate, cpu};
 }
 
 // Events/s of decoding every message on one thread (no NATS, no tree).
@@ -210,6 +233,7 @@ int run_e2e(const E2eArgs& args) {
       const auto msgs = make_messages(args.events, std::max<std::size_t>(1, per_message));
       const double scale = static_cast<double>(per_message);
       std::vector<double> raw_core, core, raw_js, js, decode, apply;
+      std::vector<double> raw_core_cpu, core_cpu, raw_js_cpu, js_cpu;  // CPU seconds per million events
       std::vector<RouterEvent> decoded;
       for (std::size_t run = 0; run < args.repeats; ++run) {
         decode.push_back(decode_rate(msgs, args.events, decoded));
@@ -219,11 +243,20 @@ int run_e2e(const E2eArgs& args) {
         std::printf("## e2e run %zu/%zu: %zu events in %zu messages (%zu per message), %zu lanes; load %s\n", run + 1,
                     args.repeats, args.events, msgs.size(), per_message, args.lanes, load_average().c_str());
         std::fflush(stdout);
-        raw_core.push_back(raw_core_rate(server, msgs) * scale);
-        core.push_back(kvidx_core_rate(server, msgs, args.events, args.lanes) * scale);
+        const double per_million = 1e6 / static_cast<double>(args.events);
+        const Measured rc = raw_core_rate(server, msgs);
+        const Measured kc = kvidx_core_rate(server, msgs, args.events, args.lanes);
         const std::uint64_t last = fill_stream(server, msgs);
-        raw_js.push_back(raw_jetstream_rate(server, msgs.size(), "raw") * scale);
-        js.push_back(kvidx_jetstream_rate(server, last, args.events, args.lanes, "kvidx") * scale);
+        const Measured rj = raw_jetstream_rate(server, msgs.size(), "raw");
+        const Measured kj = kvidx_jetstream_rate(server, last, args.events, args.lanes, "kvidx");
+        raw_core.push_back(rc.rate * scale);
+        core.push_back(kc.rate * scale);
+        raw_js.push_back(rj.rate * scale);
+        js.push_back(kj.rate * scale);
+        raw_core_cpu.push_back(rc.cpu * per_million);
+        core_cpu.push_back(kc.cpu * per_million);
+        raw_js_cpu.push_back(rj.cpu * per_million);
+        js_cpu.push_back(kj.cpu * per_million);
       }
       const std::string batch = std::to_string(per_message) + "/msg";
       report.add(Row{"e2e ingest, core NATS, " + batch,
@@ -236,6 +269,19 @@ int run_e2e(const E2eArgs& args) {
                      true,
                      median(js),
                      {{"raw nats.c pull consumer", median(raw_js)}}});
+      // CPU (getrusage, the whole bench process) per million events: JetStream: only the consumer
+      // runs in the process (the stream is filled before); core: the publisher runs in it too, for
+      // the raw subscriber and for kvidx alike.
+      report.add(Row{"CPU per million events, JetStream, " + batch,
+                     "s",
+                     false,
+                     median(js_cpu),
+                     {{"raw nats.c pull consumer", median(raw_js_cpu)}}});
+      report.add(Row{"CPU per million events incl. publisher, core NATS, " + batch,
+                     "s",
+                     false,
+                     median(core_cpu),
+                     {{"raw nats.c subscriber", median(raw_core_cpu)}}});
       // The ceilings without NATS: the codec on one thread, the lanes on their own.
       report.add(Row{"offline decode (1 thread), " + batch, "events/s", true, median(decode), {}});
       report.add(Row{

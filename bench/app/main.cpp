@@ -101,6 +101,13 @@ int main(int argc, char** argv) {
   r->add_option("--store-chunk-blocks", replay.store_chunk_blocks)->capture_default_str();
   r->add_option("--max-requests", replay.max_requests)->capture_default_str();
   r->add_option("--lanes", replay.lanes)->capture_default_str();
+  r->add_option("--log-events", replay.log.events, "Events of the generated log (0: skip that part)")
+      ->capture_default_str();
+  r->add_option("--log-blocks", replay.log.blocks, "Blocks per event of the generated log")->capture_default_str();
+  r->add_option("--log-streams", replay.log.streams, "(worker, rank) streams of the generated log")
+      ->capture_default_str();
+  r->add_option("--decode-threads", replay.log.decode_threads, "Decode threads of the generated log's replay")
+      ->capture_default_str();
   r->callback([&] { exit_code = run_replay(replay); });
 
   E2eArgs e2e;

@@ -97,6 +97,11 @@ int run_replay(const ReplayArgs& args) {
   std::filesystem::remove(path);
   report.add(std::move(secs));
   report.add(std::move(rate));
+  if (args.log.events > 0) {
+    ReplayLogArgs log = args.log;
+    log.lanes = args.lanes;
+    if (run_replay_log(log, report) != 0) status = 1;
+  }
   report.print();
   return report.write_json(args.common.json_dir) ? status : 1;
 }

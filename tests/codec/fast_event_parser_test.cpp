@@ -513,6 +513,77 @@ TEST_CASE("fast parser: takes every valid document built only of constructs it h
   CHECK(tally.fast > 4000);
 }
 
+// The layout encoders write (event_codec's own, Dynamo's serde order) has a path of its own in the
+// fast parser (exact key literals, 8-digit number chunks); it must agree with the DOM decoder on
+// such documents and on every byte mutation of them, and take the valid ones itself.
+TEST_CASE("fast parser: the encoders' canonical layout and its mutations agree with the DOM decoder") {
+  Tally originals;
+  Tally mutants;
+  Generator gen(21);
+  std::mt19937_64 rng(21);
+  static const std::uint64_t kNumbers[] = {
+      0, 1, 9, 10, 99999999, 100000000, 4294967295, 4294967296, 1ULL << 53, 9999999999999999999ULL, ~0ULL - 1, ~0ULL};
+  auto number = [&] { return gen.chance(0.4) ? kNumbers[gen.below(std::size(kNumbers))] : rng() >> gen.below(64); };
+  for (int doc = 0; doc < 3000; ++doc) {
+    std::vector<RouterEvent> batch;
+    for (std::uint64_t n = 1 + gen.below(3); n > 0; --n) {
+      RouterEvent e;
+      e.worker_id = number();
+      e.event.event_id = number();
+      e.event.dp_rank = static_cast<DpRank>(gen.chance(0.2) ? number() : gen.below(4));
+      if (gen.chance(0.2)) e.storage_tier = static_cast<StorageTier>(gen.below(4));
+      const std::uint64_t kind = gen.below(5);
+      if (kind <= 2) {
+        KvCacheStoreData d;
+        if (gen.chance(0.7)) d.parent_hash = ExternalSequenceBlockHash{number()};
+        if (gen.chance(0.2)) d.start_position = static_cast<std::uint32_t>(number());
+        for (std::uint64_t b = gen.below(6); b > 0; --b) {
+          StoredBlock block{{number()}, {number()}, std::nullopt};
+          if (gen.chance(0.05)) block.mm_extra_info = R"({"a":[1,2]})";
+          d.blocks.push_back(block);
+        }
+        e.event.data = d;
+      } else if (kind == 3) {
+        KvCacheRemoveData d;
+        for (std::uint64_t b = gen.below(6); b > 0; --b) d.block_hashes.push_back(ExternalSequenceBlockHash{number()});
+        e.event.data = d;
+      } else {
+        e.event.data = KvCacheClearData{};
+      }
+      batch.push_back(e);
+    }
+    DecodeLimits limits;
+    if (gen.chance(0.1)) {
+      limits.max_nesting_depth = 4 + gen.below(5);
+      limits.max_blocks_per_event = gen.below(5);
+      limits.max_events_per_batch = gen.below(4);
+    }
+    EventLogLine wrapped;
+    wrapped.ts = 1.7e9 + static_cast<double>(doc);
+    wrapped.subject = "kv.events.1";
+    wrapped.event = batch[0];
+    const std::string texts[] = {encode_router_event(batch[0]), encode_router_events(batch),
+                                 encode_event_log_line(wrapped)};
+    for (const std::string& text : texts) {
+      check_all(text, limits, originals);
+      for (int m = 0; m < 4; ++m) {
+        std::string mutant = gen.mutate(text);
+        if (gen.chance(0.3)) mutant = gen.mutate(mutant);
+        check_all(mutant, limits, mutants);
+      }
+    }
+  }
+  MESSAGE("canonical originals: fast " << originals.fast << ", fallback accepted " << originals.fallback_accepted
+                                       << ", rejected " << originals.rejected);
+  MESSAGE("canonical mutants:   fast " << mutants.fast << ", fallback accepted " << mutants.fallback_accepted
+                                       << ", rejected " << mutants.rejected);
+  CHECK(originals.disagreements == 0);
+  CHECK(mutants.disagreements == 0);
+  CHECK(originals.fast > 10000);
+  CHECK(mutants.fast > 1000);
+  CHECK(mutants.rejected > 10000);
+}
+
 TEST_CASE("bench: decode rate, fast path vs DOM decoder" * doctest::skip(true)) {
   std::vector<std::string> docs;
   for (std::uint64_t i = 0; i < 200000; ++i) {
