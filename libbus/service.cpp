@@ -4,13 +4,13 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <nlohmann/json.hpp>
 
 #include "libbus/ingest.h"
 #include "libbus/nats_url.h"
 #include "libbus/query_server.h"
 #include "libbus/service_context.h"
 #include "libbus/snapshotter.h"
+#include "libcodec/stats_codec.h"
 
 namespace kvidx::bus {
 
@@ -19,7 +19,7 @@ struct KvidxService::Impl {
       : ctx(std::move(c)),
         ingest(ctx),
         snapshots(ctx, ingest),
-        queries(ctx, ingest, [this] { return stats_json().dump(); }) {
+        queries(ctx, ingest, [this] { return encode_stats_reply(stats_reply()); }) {
     ctx.metrics.gauge_callback("kvidx_ready", "1 when the service is ready for traffic (/readyz)", {},
                                [this] { return readiness().ready ? 1.0 : 0.0; });
     register_indexer_gauges(ctx.metrics, ctx.indexer);
@@ -159,52 +159,52 @@ struct KvidxService::Impl {
     return s;
   }
 
-  // kv.admin.stats.
-  nlohmann::json stats_json() {
-    using Json = nlohmann::json;
+  // kv.admin.stats (libcodec/stats_codec.h).
+  StatsReply stats_reply() {
     LaneIndexer& indexer = ctx.indexer;  // shard_sizes and get_workers are FIFO barriers (non-const)
     const ShardSizes sizes = indexer.shard_sizes();
     const ServiceStats s = stats();
     const Readiness ready = readiness();
-    Json by_reason = Json::object();
-    for (const auto& [reason, count] : queries.queries_rejected_by_reason()) by_reason[reason] = count;
-    return Json{{"ready", ready.ready},
-                {"not_ready_reason", ready.reason},
-                {"snapshot_stale", ready.snapshot_stale},
-                {"snapshot_age_seconds", snapshots.enabled() ? Json(snapshots.age_seconds()) : Json(nullptr)},
-                {"snapshot_failures", s.snapshot_failures},
-                {"workers", indexer.get_workers().size()},
-                {"streams", sizes.worker_count},
-                {"blocks", sizes.block_count},
-                {"nodes", sizes.node_count},
-                {"blocks_pending_cleanup", sizes.blocks_pending_cleanup},
-                {"lanes", indexer.lane_count()},
-                {"mode", ctx.config.mode == IngestMode::jetstream ? "jetstream" : "core"},
-                {"messages", s.messages},
-                {"events_applied", s.events_applied},
-                {"duplicates", s.duplicates},
-                {"gaps", s.gaps},
-                {"missing_events", s.missing_events},
-                {"resets", s.resets},
-                {"dead_letters", s.dead_letters},
-                {"dead_letters_truncated", s.dead_letters_truncated},
-                {"dead_letter_failures", s.dead_letter_failures},
-                {"stream_limit_rejections", s.stream_limit_rejections},
-                {"max_streams", ctx.config.max_streams},
-                {"queries_rejected", s.queries_rejected},
-                {"queries_rejected_by_reason", std::move(by_reason)},
-                {"dispatched_sequence", s.dispatched_sequence},
-                {"acked_sequence", s.acked_sequence},
-                {"restored_sequence", s.restored_sequence},
-                {"history_trimmed", s.history_trimmed},
-                {"consumer_resets", ctx.counters.consumer_resets_total->value()},
-                {"stream_holes", ctx.counters.stream_holes_total->value()},
-                {"snapshots_written", s.snapshots_written},
-                {"local_batches", s.local_batches},
-                {"apply_parent_not_found", indexer.metrics().applied_with(ApplyStatus::parent_not_found)},
-                {"apply_block_not_found", indexer.metrics().applied_with(ApplyStatus::block_not_found)},
-                {"apply_invalid", indexer.metrics().applied_with(ApplyStatus::invalid)},
-                {"active_requests", ctx.load.live_requests()}};
+    StatsReply r;
+    r.ready = ready.ready;
+    r.not_ready_reason = ready.reason;
+    r.snapshot_stale = ready.snapshot_stale;
+    if (snapshots.enabled()) r.snapshot_age_seconds = snapshots.age_seconds();
+    r.mode = ctx.config.mode == IngestMode::jetstream ? "jetstream" : "core";
+    for (const auto& [reason, count] : queries.queries_rejected_by_reason())
+      r.queries_rejected_by_reason[reason] = count;
+    r.snapshot_failures = s.snapshot_failures;
+    r.workers = indexer.get_workers().size();
+    r.streams = sizes.worker_count;
+    r.blocks = sizes.block_count;
+    r.nodes = sizes.node_count;
+    r.blocks_pending_cleanup = sizes.blocks_pending_cleanup;
+    r.lanes = indexer.lane_count();
+    r.messages = s.messages;
+    r.events_applied = s.events_applied;
+    r.duplicates = s.duplicates;
+    r.gaps = s.gaps;
+    r.missing_events = s.missing_events;
+    r.resets = s.resets;
+    r.dead_letters = s.dead_letters;
+    r.dead_letters_truncated = s.dead_letters_truncated;
+    r.dead_letter_failures = s.dead_letter_failures;
+    r.stream_limit_rejections = s.stream_limit_rejections;
+    r.max_streams = ctx.config.max_streams;
+    r.queries_rejected = s.queries_rejected;
+    r.dispatched_sequence = s.dispatched_sequence;
+    r.acked_sequence = s.acked_sequence;
+    r.restored_sequence = s.restored_sequence;
+    r.history_trimmed = s.history_trimmed;
+    r.consumer_resets = ctx.counters.consumer_resets_total->value();
+    r.stream_holes = ctx.counters.stream_holes_total->value();
+    r.snapshots_written = s.snapshots_written;
+    r.local_batches = s.local_batches;
+    r.apply_parent_not_found = indexer.metrics().applied_with(ApplyStatus::parent_not_found);
+    r.apply_block_not_found = indexer.metrics().applied_with(ApplyStatus::block_not_found);
+    r.apply_invalid = indexer.metrics().applied_with(ApplyStatus::invalid);
+    r.active_requests = ctx.load.live_requests();
+    return r;
   }
 };
 

@@ -1,7 +1,6 @@
 // kvidx stats: one JSON object describing an index (workers, ranks, blocks, nodes, edge-length
 // histogram, events by type), live from a service or offline from an event log.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <iostream>
@@ -12,23 +11,16 @@
 #include "apps/kvidx/nats_flags.h"
 #include "apps/kvidx/offline_index.h"
 #include "libcodec/query_codec.h"
+#include "libcodec/stats_codec.h"
 #include "replay/dump_view.h"
 
 namespace kvidx::cli {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
 struct StatsFlags {
   OfflineFlags offline;
   LiveFlags live;
 };
-
-Json histogram_json(const std::map<std::size_t, std::size_t>& histogram) {
-  Json out = Json::object();
-  for (const auto& [length, count] : histogram) out[std::to_string(length)] = count;
-  return out;
-}
 
 int run_live(const StatsFlags& flags) {
   int exit_code = kExitOk;
@@ -36,9 +28,14 @@ int run_live(const StatsFlags& flags) {
   if (!client) return exit_code;
   auto reply = client->request(client->subjects().admin_stats(), "{}", exit_code);
   if (!reply) return exit_code;
-  Json out = Json::parse(*reply, nullptr, false);
-  if (out.is_discarded() || decode_error_reply(*reply)) {
-    std::fprintf(stderr, "kvidx stats: the service answered: %s\n", reply->c_str());
+  auto decoded = decode_stats_reply(*reply);
+  if (!decoded.ok()) {
+    if (decode_error_reply(*reply)) {
+      std::fprintf(stderr, "kvidx stats: the service answered: %s\n", reply->c_str());
+    } else {
+      std::fprintf(stderr, "kvidx stats: the service's reply is not a stats reply (%s): %s\n",
+                   decoded.error().message().c_str(), reply->c_str());
+    }
     return kExitFailure;
   }
   auto events = client->dump(exit_code);
@@ -46,11 +43,9 @@ int run_live(const StatsFlags& flags) {
   DumpView view;
   for (const auto& event : *events) view.add(event);
   const DumpSummary summary = view.summary();
-  out["distinct_blocks"] = summary.distinct_blocks;
   // NOTE: a live service does not expose its node layout, so lengths come from the dump's view.
-  out["edge_lengths_from"] = "dump";
-  out["edge_length_histogram"] = histogram_json(summary.edge_length_histogram);
-  std::cout << out.dump() << '\n';
+  const TreeShape shape{summary.distinct_blocks, "dump", summary.edge_length_histogram};
+  std::cout << encode_live_stats(decoded.value(), shape) << '\n';
   return kExitOk;
 }
 
@@ -64,31 +59,25 @@ int run_offline(StatsFlags& flags) {
   for (auto length : indexer.tree().node_edge_lengths()) ++histogram[length];
   std::size_t distinct_blocks = 0;
   for (const auto& [length, count] : histogram) distinct_blocks += length * count;
-  Json by_type = Json::object();
-  Json by_result = Json::object();
+  OfflineStats out;
+  out.workers = indexer.get_workers().size();
+  out.streams = sizes.worker_count;
+  out.blocks = sizes.block_count;
+  out.nodes = sizes.node_count;
+  out.shape = TreeShape{distinct_blocks, "tree", std::move(histogram)};
   for (std::size_t kind = 0; kind < 3; ++kind) {
-    by_type[std::string(to_string(static_cast<EventKind>(kind)))] = built.summary.events_by_kind[kind];
+    out.events_by_type.emplace_back(to_string(static_cast<EventKind>(kind)), built.summary.events_by_kind[kind]);
   }
   for (std::size_t status = 0; status < LaneIndexerMetrics::kStatuses; ++status) {
-    by_result[std::string(to_string(static_cast<ApplyStatus>(status)))] =
-        built.summary.applied.applied_with(static_cast<ApplyStatus>(status));
+    out.events_by_result.emplace_back(to_string(static_cast<ApplyStatus>(status)),
+                                      built.summary.applied.applied_with(static_cast<ApplyStatus>(status)));
   }
-  Json out{{"workers", indexer.get_workers().size()},
-           {"streams", sizes.worker_count},
-           {"blocks", sizes.block_count},
-           {"distinct_blocks", distinct_blocks},
-           {"nodes", sizes.node_count},
-           {"edge_lengths_from", "tree"},
-           {"edge_length_histogram", histogram_json(histogram)},
-           {"events_by_type", by_type},
-           {"events_by_result", by_result},
-           // The intake's ordering counters, named as in the live stats.
-           {"duplicates", built.summary.intake.duplicates()},
-           {"gaps", built.summary.intake.gaps},
-           {"missing_events", built.summary.intake.missing_events},
-           {"resets", built.summary.intake.resets},
-           {"bad_lines", built.summary.read.bad_lines}};
-  std::cout << out.dump() << '\n';
+  out.duplicates = built.summary.intake.duplicates();
+  out.gaps = built.summary.intake.gaps;
+  out.missing_events = built.summary.intake.missing_events;
+  out.resets = built.summary.intake.resets;
+  out.bad_lines = built.summary.read.bad_lines;
+  std::cout << encode_offline_stats(out) << '\n';
   return built.exit_code;
 }
 
