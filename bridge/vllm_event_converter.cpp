@@ -6,6 +6,7 @@
 #include <cctype>
 #include <span>
 
+#include "libcodec/mm_extra_info_codec.h"
 #include "libindexer/hashing.h"
 
 namespace kvidx::bridge {
@@ -15,18 +16,6 @@ std::string lower(std::string_view s) {
   std::string out(s);
   std::transform(out.begin(), out.end(), out.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-// The block's mm objects as Dynamo's RouterEvent carries them (mm_extra_info, ignored by the tree):
-// {"mm_objects":[{"mm_hash":H,"offsets":[]}...]} (vLLM's extra_keys give no object lengths).
-std::string mm_extra_info_json(const std::vector<std::uint64_t>& mm_hashes) {
-  std::string out = R"({"mm_objects":[)";
-  for (std::size_t i = 0; i < mm_hashes.size(); ++i) {
-    if (i > 0) out += ',';
-    out += R"({"mm_hash":)" + std::to_string(mm_hashes[i]) + R"(,"offsets":[]})";
-  }
-  out += "]}";
   return out;
 }
 
@@ -86,7 +75,7 @@ std::optional<KvCacheStoreData> VllmEventConverter::convert_stored(const VllmBlo
   for (std::size_t i = 0; i < n; ++i) {
     StoredBlock block{ExternalSequenceBlockHash{stored.block_hashes[i]}, locals[i], std::nullopt};
     if (i < stored.block_mm_hashes.size() && !stored.block_mm_hashes[i].empty()) {
-      block.mm_extra_info = mm_extra_info_json(stored.block_mm_hashes[i]);
+      block.mm_extra_info = encode_mm_extra_info(stored.block_mm_hashes[i]);
       ++stats_.mm_blocks;
     }
     data.blocks.push_back(std::move(block));

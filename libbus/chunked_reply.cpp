@@ -1,9 +1,9 @@
 #include "libbus/chunked_reply.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "libbus/event_chunks.h"
+#include "libcodec/chunked_reply_codec.h"
 #include "libcodec/query_codec.h"
 
 namespace kvidx::bus {
@@ -32,7 +32,7 @@ BusResult<ReplyShape> send_reply(Connection& conn, const Message& request, std::
       // NOTE: pace long replies so the requester's pending limits are not overrun.
       if (++chunks % 64 == 0) conn.flush(2000);
     }
-    auto end = Message::create(inbox, fmt::format(R"({{"end":true,"bytes":{},"chunks":{}}})", body.size(), chunks));
+    auto end = Message::create(inbox, encode_chunked_reply_end({body.size(), chunks}));
     if (!end.ok()) return end.error();
     if (auto s = end.value().set_header(kReplyPartHeader, "end"); !s.ok()) return s.error();
     if (auto s = conn.publish(end.value()); !s.ok()) return s.error();
@@ -82,9 +82,10 @@ BusResult<std::string> request_accepting_chunks(Connection& conn, std::string_vi
       ++chunks;
       continue;
     }
-    const auto end = nlohmann::json::parse(message.value().data(), nullptr, false);
-    const std::uint64_t want_bytes = end.is_object() ? end.value("bytes", std::uint64_t{0}) : 0;
-    const std::uint64_t want_chunks = end.is_object() ? end.value("chunks", std::uint64_t{0}) : 0;
+    // NOTE: an unreadable marker counts as 0 and 0, so it never matches a reply that had chunks.
+    const auto end = decode_chunked_reply_end(message.value().data());
+    const std::uint64_t want_bytes = end.ok() ? end.value().bytes : 0;
+    const std::uint64_t want_chunks = end.ok() ? end.value().chunks : 0;
     if (*part != "end" || want_bytes != out.size() || want_chunks != chunks) {
       return BusError{NATS_MISMATCH, fmt::format("incomplete reply on {}: received {} chunk(s) and {} bytes, the end "
                                                  "marker says {} and {}",

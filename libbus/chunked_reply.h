@@ -4,8 +4,8 @@
 //   - a reply that fits is one plain message, as always;
 //   - a request carrying the header `Kvidx-Chunked: 1` accepts a larger reply as consecutive byte
 //     slices of its JSON (header `Kvidx-Reply: chunk`, each under max_payload), then an end marker
-//     (header `Kvidx-Reply: end`, body {"end":true,"bytes":B,"chunks":N}); the requester
-//     concatenates the slices and checks B and N (`kvidx score` / `kvidx stats` do);
+//     (header `Kvidx-Reply: end`, body {"end":true,"bytes":B,"chunks":N}, libcodec/chunked_reply_codec.h); the
+//     requester concatenates the slices and checks B and N (`kvidx score` / `kvidx stats` do);
 //   - any other request gets one {"error":{"code":"reply_too_large","message":...}} naming the
 //     sizes and these two ways out.
 // So a requester always gets an answer: the reply, or an error that says what to do.

@@ -170,7 +170,7 @@ bool HttpServer::start(const std::string& host, std::uint16_t port, std::string&
     impl_->acceptor.reset();
     return false;
   }
-  asio::co_spawn(impl_->io, impl_->accept_loop(), [](std::exception_ptr) {});
+  asio::co_spawn(impl_->io, impl_->accept_loop(), [](const std::exception_ptr&) {});
   impl_->thread = std::thread([impl = impl_.get()] {
     try {
       impl->io.run();

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <nlohmann/json.hpp>
 
 #include "libbus/ingest.h"
 #include "libbus/nats_url.h"
@@ -12,6 +11,7 @@
 #include "libbus/service_context.h"
 #include "libbus/snapshotter.h"
 #include "libbus/stream_replicas.h"
+#include "libcodec/stats_codec.h"
 #include "libindexer/index_digest.h"
 
 namespace kvidx::bus {
@@ -19,7 +19,7 @@ namespace kvidx::bus {
 struct KvidxService::Impl {
   explicit Impl(ServiceConfig c)
       : ctx(std::move(c)), ingest(ctx), snapshots(ctx, ingest), queries(ctx, ingest, [this](std::string_view request) {
-          return stats_json(digest_requested(request)).dump();
+          return encode_stats_reply(stats_reply(decode_stats_request(request)));
         }) {
     ctx.metrics.gauge_callback("kvidx_ready", "1 when the service is ready for traffic (/readyz)", {},
                                [this] { return readiness().ready ? 1.0 : 0.0; });
@@ -165,96 +165,82 @@ struct KvidxService::Impl {
     return s;
   }
 
-  // kv.admin.stats / kv.admin.replicas request body: {"digest": true | "streams"} adds the digest
-  // with every stream's part, {"digest": "total"} only its total; anything else (e.g. {}): none.
-  enum class DigestDetail : std::uint8_t { none, total, streams };
-  static DigestDetail digest_requested(std::string_view request) {
-    const nlohmann::json body = nlohmann::json::parse(request, nullptr, false);
-    if (!body.is_object() || !body.contains("digest")) return DigestDetail::none;
-    const nlohmann::json& digest = body.at("digest");
-    if (digest == true || digest == "streams") return DigestDetail::streams;
-    if (digest == "total") return DigestDetail::total;
-    return DigestDetail::none;
-  }
-
   // The index digest (libindexer/index_digest.h) and the stream position it is a cut at: the dump
   // and the sequence come from one capture under the dispatch lock (like a snapshot), so every event
   // message up to `position` is reflected and none after it.
-  nlohmann::json digest_json(DigestDetail detail) {
-    using Json = nlohmann::json;
+  StatsDigest digest_of_index(DigestDetail detail) {
+    StatsDigest out;
     IndexSnapshot cut;
-    if (!ingest.capture(cut)) return Json{{"error", "indexer offline"}};
+    if (!ingest.capture(cut)) {
+      out.error = "indexer offline";
+      return out;
+    }
     const IndexDigest digest = digest_of(cut.events);
-    Json out{{"position", cut.stream_sequence},
-             {"total", digest_hex(digest.total)},
-             {"blocks", digest.blocks},
-             {"streams", digest.streams.size()}};
+    out.position = cut.stream_sequence;
+    out.total = digest_hex(digest.total);
+    out.blocks = digest.blocks;
+    out.streams = digest.streams.size();
     if (detail == DigestDetail::streams) {
-      Json streams = Json::array();
+      out.by_stream.emplace();
       for (const StreamDigest& d : digest.streams) {
-        streams.push_back(Json{{"worker_id", d.stream.worker_id},
-                               {"dp_rank", d.stream.dp_rank},
-                               {"tier", to_string(d.tier)},
-                               {"blocks", d.blocks},
-                               {"digest", digest_hex(d.digest)}});
+        out.by_stream->push_back(StreamDigestLine{d.stream.worker_id, d.stream.dp_rank, std::string(to_string(d.tier)),
+                                                  d.blocks, digest_hex(d.digest)});
       }
-      out["by_stream"] = std::move(streams);
     }
     return out;
   }
 
-  // kv.admin.stats.
-  nlohmann::json stats_json(DigestDetail digest = DigestDetail::none) {
-    using Json = nlohmann::json;
+  // kv.admin.stats and kv.admin.replicas (libcodec/stats_codec.h).
+  StatsReply stats_reply(DigestDetail digest = DigestDetail::none) {
     LaneIndexer& indexer = ctx.indexer;  // shard_sizes and get_workers are FIFO barriers (non-const)
     const ShardSizes sizes = indexer.shard_sizes();
     const ServiceStats s = stats();
     const Readiness ready = readiness();
-    Json by_reason = Json::object();
-    for (const auto& [reason, count] : queries.queries_rejected_by_reason()) by_reason[reason] = count;
-    Json out{{"ready", ready.ready},
-             {"not_ready_reason", ready.reason},
-             {"snapshot_stale", ready.snapshot_stale},
-             {"snapshot_age_seconds", snapshots.enabled() ? Json(snapshots.age_seconds()) : Json(nullptr)},
-             {"snapshot_failures", s.snapshot_failures},
-             {"workers", indexer.get_workers().size()},
-             {"streams", sizes.worker_count},
-             {"blocks", sizes.block_count},
-             {"nodes", sizes.node_count},
-             {"blocks_pending_cleanup", sizes.blocks_pending_cleanup},
-             {"lanes", indexer.lane_count()},
-             {"mode", ctx.config.mode == IngestMode::jetstream ? "jetstream" : "core"},
-             {"messages", s.messages},
-             {"events_applied", s.events_applied},
-             {"duplicates", s.duplicates},
-             {"gaps", s.gaps},
-             {"missing_events", s.missing_events},
-             {"resets", s.resets},
-             {"dead_letters", s.dead_letters},
-             {"dead_letters_truncated", s.dead_letters_truncated},
-             {"dead_letter_failures", s.dead_letter_failures},
-             {"stream_limit_rejections", s.stream_limit_rejections},
-             {"max_streams", ctx.config.max_streams},
-             {"queries_rejected", s.queries_rejected},
-             {"queries_rejected_by_reason", std::move(by_reason)},
-             {"dispatched_sequence", s.dispatched_sequence},
-             {"acked_sequence", s.acked_sequence},
-             {"restored_sequence", s.restored_sequence},
-             {"history_trimmed", s.history_trimmed},
-             {"consumer_resets", ctx.counters.consumer_resets_total->value()},
-             {"stream_holes", ctx.counters.stream_holes_total->value()},
-             {"snapshots_written", s.snapshots_written},
-             {"local_batches", s.local_batches},
-             {"apply_parent_not_found", indexer.metrics().applied_with(ApplyStatus::parent_not_found)},
-             {"apply_block_not_found", indexer.metrics().applied_with(ApplyStatus::block_not_found)},
-             {"apply_invalid", indexer.metrics().applied_with(ApplyStatus::invalid)},
-             {"active_requests", ctx.load.live_requests()},
-             {"replica", ctx.config.durable},
-             {"restored_from", snapshots.restored_from()},
-             {"stream_replicas", ctx.stream_replicas.load()},
-             {"known_servers", ctx.known_servers}};
-    if (digest != DigestDetail::none) out["digest"] = digest_json(digest);
-    return out;
+    StatsReply r;
+    r.ready = ready.ready;
+    r.not_ready_reason = ready.reason;
+    r.snapshot_stale = ready.snapshot_stale;
+    if (snapshots.enabled()) r.snapshot_age_seconds = snapshots.age_seconds();
+    r.mode = ctx.config.mode == IngestMode::jetstream ? "jetstream" : "core";
+    for (const auto& [reason, count] : queries.queries_rejected_by_reason())
+      r.queries_rejected_by_reason[reason] = count;
+    r.snapshot_failures = s.snapshot_failures;
+    r.workers = indexer.get_workers().size();
+    r.streams = sizes.worker_count;
+    r.blocks = sizes.block_count;
+    r.nodes = sizes.node_count;
+    r.blocks_pending_cleanup = sizes.blocks_pending_cleanup;
+    r.lanes = indexer.lane_count();
+    r.messages = s.messages;
+    r.events_applied = s.events_applied;
+    r.duplicates = s.duplicates;
+    r.gaps = s.gaps;
+    r.missing_events = s.missing_events;
+    r.resets = s.resets;
+    r.dead_letters = s.dead_letters;
+    r.dead_letters_truncated = s.dead_letters_truncated;
+    r.dead_letter_failures = s.dead_letter_failures;
+    r.stream_limit_rejections = s.stream_limit_rejections;
+    r.max_streams = ctx.config.max_streams;
+    r.queries_rejected = s.queries_rejected;
+    r.dispatched_sequence = s.dispatched_sequence;
+    r.acked_sequence = s.acked_sequence;
+    r.restored_sequence = s.restored_sequence;
+    r.history_trimmed = s.history_trimmed;
+    r.consumer_resets = ctx.counters.consumer_resets_total->value();
+    r.stream_holes = ctx.counters.stream_holes_total->value();
+    r.snapshots_written = s.snapshots_written;
+    r.local_batches = s.local_batches;
+    r.apply_parent_not_found = indexer.metrics().applied_with(ApplyStatus::parent_not_found);
+    r.apply_block_not_found = indexer.metrics().applied_with(ApplyStatus::block_not_found);
+    r.apply_invalid = indexer.metrics().applied_with(ApplyStatus::invalid);
+    r.active_requests = ctx.load.live_requests();
+    r.replica = ctx.config.durable;
+    r.restored_from = snapshots.restored_from();
+    r.stream_replicas = static_cast<std::uint64_t>(std::max(0, ctx.stream_replicas.load()));
+    r.known_servers = ctx.known_servers;
+    if (digest != DigestDetail::none) r.digest = digest_of_index(digest);
+    return r;
   }
 };
 

@@ -1,7 +1,6 @@
 #include "libbus/snapshot_store.h"
 
 #include <spdlog/spdlog.h>
-#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <random>
@@ -10,11 +9,11 @@
 #include "libbus/event_chunks.h"
 #include "libbus/stream_replicas.h"
 #include "libcodec/event_codec.h"
+#include "libcodec/snapshot_codec.h"
 
 namespace kvidx::bus {
 namespace {
 
-using Json = nlohmann::json;
 constexpr const char* kSnapshotIdHeader = "Kvidx-Snapshot-Id";
 constexpr const char* kSnapshotPartHeader = "Kvidx-Snapshot-Part";  // absent: events
 constexpr const char* kWatermarksPart = "watermarks";
@@ -79,25 +78,23 @@ BusResult<SnapshotWritten> SnapshotStore::write(const IndexSnapshot& snapshot) {
     if (auto s = chunker.add(event); !s.ok()) return format_error(s.error().message);
   }
   if (auto s = chunker.finish(); !s.ok()) return format_error(s.error().message);
-  Json marks = Json::array();
-  for (const auto& [stream, event_id] : snapshot.watermarks) {
-    marks.push_back(Json::array({stream.worker_id, stream.dp_rank, event_id}));
-  }
-  Json commit{{"id", id},
-              {"stream_sequence", snapshot.stream_sequence},
-              {"first_chunk", first_chunk},
-              {"last_chunk", last_chunk},
-              {"chunks", chunks},
-              {"events", chunker.lines()},
-              {"watermarks", marks}};
-  if (!snapshot.events_stream.empty()) commit["events_stream"] = snapshot.events_stream;
-  if (commit.dump().size() > limit) {
+  SnapshotCommit commit;
+  commit.id = id;
+  commit.stream_sequence = snapshot.stream_sequence;
+  commit.first_chunk = first_chunk;
+  commit.last_chunk = last_chunk;
+  commit.chunks = chunks;
+  commit.events = chunker.lines();
+  commit.watermarks = snapshot.watermarks;
+  commit.events_stream = snapshot.events_stream;
+  std::string commit_body = encode_snapshot_commit(commit);
+  if (commit_body.size() > limit) {
     // NOTE: tens of thousands of streams make the watermark list alone larger than a message:
     // then it goes into chunks of its own (header Kvidx-Snapshot-Part: watermarks, one
     // [worker_id,dp_rank,last_event_id] per line) between the event chunks and the commit.
     std::string body;
-    for (const Json& mark : marks) {
-      std::string line = mark.dump() + "\n";
+    for (const StreamWatermark& mark : snapshot.watermarks) {
+      std::string line = encode_watermark_line(mark) + "\n";
       if (!body.empty() && body.size() + line.size() > limit) {
         if (auto s = publish_chunk(body, kWatermarksPart); !s.ok()) return format_error(s.error().message);
         body.clear();
@@ -107,13 +104,14 @@ BusResult<SnapshotWritten> SnapshotStore::write(const IndexSnapshot& snapshot) {
     if (!body.empty()) {
       if (auto s = publish_chunk(body, kWatermarksPart); !s.ok()) return format_error(s.error().message);
     }
-    commit["watermarks"] = Json::array();
-    commit["watermarks_in_chunks"] = snapshot.watermarks.size();
-    commit["last_chunk"] = last_chunk;
-    commit["first_chunk"] = first_chunk;
-    commit["chunks"] = chunks;
+    commit.watermarks.clear();
+    commit.watermarks_in_chunks = snapshot.watermarks.size();
+    commit.first_chunk = first_chunk;
+    commit.last_chunk = last_chunk;
+    commit.chunks = chunks;
+    commit_body = encode_snapshot_commit(commit);
   }
-  auto ack = js_.publish(subjects_.snapshot_commit(name_), commit.dump());
+  auto ack = js_.publish(subjects_.snapshot_commit(name_), commit_body);
   if (!ack.ok()) return ack.error();
   // Older snapshots are garbage now; failures here only cost space.
   if (auto s = js_.purge(stream_, data_subject, chunks); !s.ok()) spdlog::warn("{}", s.error().message);
@@ -139,6 +137,8 @@ BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_commit(const std::st
     if (commit_msg.error().status == NATS_NOT_FOUND) return std::optional<IndexSnapshot>{};
     return commit_msg.error();
   }
+  auto commit = decode_snapshot_commit(commit_msg.value().data());
+  if (!commit.ok()) return format_error("bad commit record: " + commit.error().message());
   IndexSnapshot snapshot;
   {
     // <prefix>.snapshots.<name>.commit -> <name>
@@ -151,26 +151,14 @@ BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_commit(const std::st
       snapshot.name = subject.substr(before.size(), subject.size() - before.size() - after.size());
     }
   }
-  std::uint64_t first_chunk = 0;
-  std::uint64_t last_chunk = 0;
-  std::size_t expected_events = 0;
-  std::size_t expected_chunked_marks = 0;
-  try {
-    const Json commit = Json::parse(commit_msg.value().data());
-    snapshot.id = commit.at("id").get<std::string>();
-    snapshot.stream_sequence = commit.at("stream_sequence").get<std::uint64_t>();
-    first_chunk = commit.at("first_chunk").get<std::uint64_t>();
-    last_chunk = commit.at("last_chunk").get<std::uint64_t>();
-    expected_events = commit.at("events").get<std::size_t>();
-    expected_chunked_marks = commit.value("watermarks_in_chunks", std::size_t{0});
-    snapshot.events_stream = commit.value("events_stream", std::string());
-    for (const Json& mark : commit.at("watermarks")) {
-      snapshot.watermarks.emplace_back(WorkerWithDpRank{mark.at(0).get<WorkerId>(), mark.at(1).get<DpRank>()},
-                                       mark.at(2).get<std::uint64_t>());
-    }
-  } catch (const std::exception& e) {
-    return format_error(std::string("bad commit record: ") + e.what());
-  }
+  snapshot.id = commit.value().id;
+  snapshot.stream_sequence = commit.value().stream_sequence;
+  snapshot.watermarks = std::move(commit.value().watermarks);
+  snapshot.events_stream = commit.value().events_stream;
+  const std::uint64_t first_chunk = commit.value().first_chunk;
+  const std::uint64_t last_chunk = commit.value().last_chunk;
+  const std::uint64_t expected_events = commit.value().events;
+  const std::uint64_t expected_chunked_marks = commit.value().watermarks_in_chunks;
   snapshot.events.reserve(expected_events);
   for (std::uint64_t seq = first_chunk; seq != 0 && seq <= last_chunk; ++seq) {
     auto chunk = js_.get_message(stream_, seq);
@@ -184,13 +172,11 @@ BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_commit(const std::st
       rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
       if (line.empty()) continue;
       if (marks) {
-        try {
-          const Json mark = Json::parse(line);
-          snapshot.watermarks.emplace_back(WorkerWithDpRank{mark.at(0).get<WorkerId>(), mark.at(1).get<DpRank>()},
-                                           mark.at(2).get<std::uint64_t>());
-        } catch (const std::exception& e) {
-          return format_error("bad watermark in chunk " + std::to_string(seq) + ": " + e.what());
+        auto mark = decode_watermark_line(line);
+        if (!mark.ok()) {
+          return format_error("bad watermark in chunk " + std::to_string(seq) + ": " + mark.error().message());
         }
+        snapshot.watermarks.push_back(mark.value());
         continue;
       }
       auto event = decode_router_event(line);

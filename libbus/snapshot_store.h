@@ -7,7 +7,7 @@
 //                                     as several chained events); header Kvidx-Snapshot-Id
 //   <prefix>.snapshots.<name>.commit  one message per complete snapshot, written after its chunks:
 //     {"id":"...","stream_sequence":S,"first_chunk":A,"last_chunk":B,"chunks":N,"events":E,
-//      "watermarks":[[worker_id,dp_rank,last_event_id],...],"events_stream":"KV_EVENTS"}
+//      "watermarks":[[worker_id,dp_rank,last_event_id],...],"events_stream":"KV_EVENTS"}   (libcodec/snapshot_codec.h)
 //   ("events" counts the lines written, so an edge split into k events counts k.)
 // A snapshot exists only once its commit is stored, so a crash mid-write leaves the previous one
 // in force. After a commit, older chunks and commits are purged.

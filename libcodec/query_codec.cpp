@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "libcodec/json_reader.h"
 #include "libindexer/hashing.h"
@@ -185,6 +186,31 @@ std::string encode_ok_reply() { return R"({"ok":true})"; }
 
 std::string encode_workers_reply(const WorkersReply& reply) {
   return Json{{"workers", reply.workers}, {"streams", worker_blocks_json(reply.streams)}}.dump();
+}
+
+Decoded<WorkersReply> decode_workers_reply(std::string_view json) {
+  return guarded([&] {
+    const Json root = parse_document(json, std::numeric_limits<std::size_t>::max(), 8);
+    require_object(root, "");
+    WorkersReply reply;
+    const Json& workers = require(root, "workers", "");
+    if (!workers.is_array())
+      fail(Kind::wrong_type, "workers", fmt::format("expected an array, got {}", type_name(workers)));
+    reply.workers.reserve(workers.size());
+    for (std::size_t i = 0; i < workers.size(); ++i) reply.workers.push_back(read_u64(workers[i], join("workers", i)));
+    reply.streams = read_worker_blocks(require(root, "streams", ""), "streams");
+    return reply;
+  });
+}
+
+bool is_ok_reply(std::string_view json) {
+  auto decoded = guarded([&] {
+    const Json root = parse_document(json, 1024, 2);
+    require_object(root, "");
+    const Json* ok = find(root, "ok");
+    return ok != nullptr && ok->is_boolean() && ok->get<bool>();
+  });
+  return decoded.ok() && decoded.value();
 }
 
 std::optional<ErrorReply> decode_error_reply(std::string_view json) {

@@ -89,12 +89,17 @@ std::string encode_error_reply(const ErrorReply& error);
 std::string encode_ok_reply();
 // The error of an `{"error":{...}}` document, nullopt for anything else.
 std::optional<ErrorReply> decode_error_reply(std::string_view json);
+// True for exactly the ok reply (an object whose "ok" is true).
+bool is_ok_reply(std::string_view json);
 
 struct WorkersReply {
   std::vector<WorkerId> workers;
   std::vector<WorkerBlocks> streams;
+  friend bool operator==(const WorkersReply&, const WorkersReply&) = default;
 };
 std::string encode_workers_reply(const WorkersReply& reply);
+// No size bound of its own: the reply comes from kvidx and can list a million streams.
+Decoded<WorkersReply> decode_workers_reply(std::string_view json);
 
 Decoded<RemoveWorkerRequest> decode_remove_worker_request(std::string_view json);
 std::string encode_remove_worker_request(const RemoveWorkerRequest& request);

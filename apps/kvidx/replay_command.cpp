@@ -8,8 +8,8 @@
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/interrupt.h"
 #include "apps/kvidx/offline_index.h"
+#include "libcodec/score_line_codec.h"
 #include "replay/event_log_writer.h"
-#include "replay/score_query_file.h"
 
 namespace kvidx::cli {
 namespace {

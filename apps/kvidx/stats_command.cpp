@@ -1,12 +1,9 @@
 // kvidx stats: one JSON object describing an index (workers, ranks, blocks, nodes, edge-length
 // histogram, events by type), live from a service or offline from an event log.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <set>
 
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
@@ -14,13 +11,12 @@
 #include "apps/kvidx/nats_flags.h"
 #include "apps/kvidx/offline_index.h"
 #include "libcodec/query_codec.h"
+#include "libcodec/stats_codec.h"
 #include "libindexer/index_digest.h"
 #include "replay/dump_view.h"
 
 namespace kvidx::cli {
 namespace {
-
-using Json = nlohmann::ordered_json;
 
 struct StatsFlags {
   OfflineFlags offline;
@@ -28,16 +24,6 @@ struct StatsFlags {
   bool all = false;       // every replica's digest and position (kv.admin.replicas)
   double window_s = 1.0;  // --all: how long replies are collected
 };
-
-// What `--all` prints per replica: who, whether ready, where in the stream, and its digest there.
-Json replica_summary(const Json& stats) {
-  Json out = Json::object();
-  for (const char* key : {"replica", "ready", "not_ready_reason", "acked_sequence", "restored_from", "stream_replicas",
-                          "streams", "blocks", "digest"}) {
-    if (stats.contains(key)) out[key] = stats.at(key);
-  }
-  return out;
-}
 
 // kvidx stats --all: one request on kv.admin.replicas, every replica's reply collected for the
 // window. Replicas at the same position must have the same digest total; "agree" says whether
@@ -50,34 +36,18 @@ int run_all(const StatsFlags& flags) {
   const auto replies =
       client->gather(client->subjects().admin_replicas(), R"({"digest":"total"})", flags.window_s, exit_code);
   if (replies.empty()) return exit_code;
-  Json replicas = Json::array();
-  std::set<std::uint64_t> positions;
-  std::set<std::string> totals;
+  std::vector<StatsReply> replicas;
   for (const std::string& reply : replies) {
-    Json stats = Json::parse(reply, nullptr, false);
-    if (stats.is_discarded() || !stats.is_object() || !stats.contains("digest")) {
+    auto decoded = decode_stats_reply(reply);
+    if (!decoded.ok() || !decoded.value().digest) {
       std::fprintf(stderr, "kvidx stats: a replica answered: %s\n", reply.c_str());
       exit_code = kExitFailure;
       continue;
     }
-    positions.insert(stats.at("digest").value("position", std::uint64_t{0}));
-    totals.insert(stats.at("digest").value("total", std::string()));
-    replicas.push_back(replica_summary(stats));
+    replicas.push_back(std::move(decoded.value()));
   }
-  std::sort(replicas.begin(), replicas.end(), [](const Json& a, const Json& b) {
-    return a.value("replica", std::string()) < b.value("replica", std::string());
-  });
-  Json out{{"replicas", replicas.size()}, {"same_position", positions.size() == 1}};
-  out["agree"] = positions.size() == 1 ? Json(totals.size() == 1) : Json(nullptr);
-  out["by_replica"] = std::move(replicas);
-  std::cout << out.dump() << '\n';
+  std::cout << encode_replicas_summary(std::move(replicas)) << '\n';
   return exit_code;
-}
-
-Json histogram_json(const std::map<std::size_t, std::size_t>& histogram) {
-  Json out = Json::object();
-  for (const auto& [length, count] : histogram) out[std::to_string(length)] = count;
-  return out;
 }
 
 int run_live(const StatsFlags& flags) {
@@ -86,9 +56,14 @@ int run_live(const StatsFlags& flags) {
   if (!client) return exit_code;
   auto reply = client->request_retrying(client->subjects().admin_stats(), R"({"digest":"streams"})", exit_code);
   if (!reply) return exit_code;
-  Json out = Json::parse(*reply, nullptr, false);
-  if (out.is_discarded() || decode_error_reply(*reply)) {
-    std::fprintf(stderr, "kvidx stats: the service answered: %s\n", reply->c_str());
+  auto decoded = decode_stats_reply(*reply);
+  if (!decoded.ok()) {
+    if (decode_error_reply(*reply)) {
+      std::fprintf(stderr, "kvidx stats: the service answered: %s\n", reply->c_str());
+    } else {
+      std::fprintf(stderr, "kvidx stats: the service's reply is not a stats reply (%s): %s\n",
+                   decoded.error().message().c_str(), reply->c_str());
+    }
     return kExitFailure;
   }
   auto events = client->dump(exit_code);
@@ -96,11 +71,9 @@ int run_live(const StatsFlags& flags) {
   DumpView view;
   for (const auto& event : *events) view.add(event);
   const DumpSummary summary = view.summary();
-  out["distinct_blocks"] = summary.distinct_blocks;
   // NOTE: a live service does not expose its node layout, so lengths come from the dump's view.
-  out["edge_lengths_from"] = "dump";
-  out["edge_length_histogram"] = histogram_json(summary.edge_length_histogram);
-  std::cout << out.dump() << '\n';
+  const TreeShape shape{summary.distinct_blocks, "dump", summary.edge_length_histogram};
+  std::cout << encode_live_stats(decoded.value(), shape) << '\n';
   return kExitOk;
 }
 
@@ -114,40 +87,33 @@ int run_offline(StatsFlags& flags) {
   for (auto length : indexer.tree().node_edge_lengths()) ++histogram[length];
   std::size_t distinct_blocks = 0;
   for (const auto& [length, count] : histogram) distinct_blocks += length * count;
-  Json by_type = Json::object();
-  Json by_result = Json::object();
+  OfflineStats out;
+  out.workers = indexer.get_workers().size();
+  out.streams = sizes.worker_count;
+  out.blocks = sizes.block_count;
+  out.nodes = sizes.node_count;
+  out.shape = TreeShape{distinct_blocks, "tree", std::move(histogram)};
   for (std::size_t kind = 0; kind < 3; ++kind) {
-    by_type[std::string(to_string(static_cast<EventKind>(kind)))] = built.summary.events_by_kind[kind];
+    out.events_by_type.emplace_back(to_string(static_cast<EventKind>(kind)), built.summary.events_by_kind[kind]);
   }
   for (std::size_t status = 0; status < LaneIndexerMetrics::kStatuses; ++status) {
-    by_result[std::string(to_string(static_cast<ApplyStatus>(status)))] =
-        built.summary.applied.applied_with(static_cast<ApplyStatus>(status));
+    out.events_by_result.emplace_back(to_string(static_cast<ApplyStatus>(status)),
+                                      built.summary.applied.applied_with(static_cast<ApplyStatus>(status)));
   }
+  out.duplicates = built.summary.intake.duplicates();
+  out.gaps = built.summary.intake.gaps;
+  out.missing_events = built.summary.intake.missing_events;
+  out.resets = built.summary.intake.resets;
+  out.bad_lines = built.summary.read.bad_lines;
   auto dump = indexer.dump_events();
   if (!dump) {
     std::fprintf(stderr, "kvidx stats: the offline index failed\n");
     return kExitFailure;
   }
+  // The same digest a live service reports (libindexer/index_digest.h); no stream position.
   const IndexDigest digest = digest_of(*dump);
-  Json out{{"workers", indexer.get_workers().size()},
-           {"streams", sizes.worker_count},
-           {"blocks", sizes.block_count},
-           {"distinct_blocks", distinct_blocks},
-           {"nodes", sizes.node_count},
-           {"edge_lengths_from", "tree"},
-           {"edge_length_histogram", histogram_json(histogram)},
-           {"events_by_type", by_type},
-           {"events_by_result", by_result},
-           // The intake's ordering counters, named as in the live stats.
-           {"duplicates", built.summary.intake.duplicates()},
-           {"gaps", built.summary.intake.gaps},
-           {"missing_events", built.summary.intake.missing_events},
-           {"resets", built.summary.intake.resets},
-           {"bad_lines", built.summary.read.bad_lines},
-           // The same digest a live service reports (libindexer/index_digest.h); no stream position.
-           {"digest",
-            Json{{"total", digest_hex(digest.total)}, {"blocks", digest.blocks}, {"streams", digest.streams.size()}}}};
-  std::cout << out.dump() << '\n';
+  out.digest = StatsDigest{{}, std::nullopt, digest_hex(digest.total), digest.blocks, digest.streams.size(), {}};
+  std::cout << encode_offline_stats(out) << '\n';
   return built.exit_code;
 }
 

@@ -2,7 +2,6 @@
 // kvidx holds, and the way to drop one (kv.admin.workers, kv.admin.remove_worker). Under the
 // least-privilege permissions (deploy/nats/permissions.conf) only the operator role may call them.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <iostream>
@@ -23,26 +22,18 @@ struct RemoveFlags {
   std::optional<DpRank> dp_rank;
 };
 
-// The reply's body when it is a JSON object without "error"; else prints why and sets exit_code.
-std::optional<nlohmann::json> answered(const char* command, const std::string& reply, int& exit_code) {
-  auto json = nlohmann::json::parse(reply, nullptr, false);
-  if (json.is_discarded() || !json.is_object() || json.contains("error")) {
-    std::fprintf(stderr, "kvidx %s: the service answered: %s\n", command, reply.c_str());
-    exit_code = kExitFailure;
-    return std::nullopt;
-  }
-  return json;
-}
-
 int run_workers(const LiveFlags& flags) {
   int exit_code = kExitOk;
   auto client = LiveClient::connect(flags, "workers", exit_code);
   if (!client) return exit_code;
   auto reply = client->request(client->subjects().admin_workers(), "{}", exit_code);
   if (!reply) return exit_code;
-  auto json = answered("workers", *reply, exit_code);
-  if (!json) return exit_code;
-  std::cout << json->dump() << '\n';
+  auto decoded = decode_workers_reply(*reply);
+  if (!decoded.ok()) {
+    std::fprintf(stderr, "kvidx workers: the service answered: %s\n", reply->c_str());
+    return kExitFailure;
+  }
+  std::cout << encode_workers_reply(decoded.value()) << '\n';
   return kExitOk;
 }
 
@@ -54,7 +45,10 @@ int run_remove(const RemoveFlags& flags) {
       client->request(client->subjects().admin_remove_worker(),
                       encode_remove_worker_request(RemoveWorkerRequest{flags.worker_id, flags.dp_rank}), exit_code);
   if (!reply) return exit_code;
-  if (!answered("remove-worker", *reply, exit_code)) return exit_code;
+  if (!is_ok_reply(*reply)) {
+    std::fprintf(stderr, "kvidx remove-worker: the service answered: %s\n", reply->c_str());
+    return kExitFailure;
+  }
   std::fprintf(stderr, "kvidx remove-worker: worker %llu%s removed\n", static_cast<unsigned long long>(flags.worker_id),
                flags.dp_rank ? (" rank " + std::to_string(*flags.dp_rank)).c_str() : " (every rank)");
   return kExitOk;

@@ -30,7 +30,7 @@ std::uint64_t ObservationSnapshot::latest_seal_ns() const {
   return latest;
 }
 
-ObservationOutcome<ObservationSession> begin_observation(LaneIndexer& indexer, ObservationPlan plan) {
+ObservationOutcome<ObservationSession> begin_observation(LaneIndexer& indexer, const ObservationPlan& plan) {
   if (plan.expected_events_by_stream.empty()) return ObservationError::empty_plan;
   if (indexer.offline()) return ObservationError::offline;
   std::optional<ObservationLease> lease = ObservationLease::claim(indexer);

@@ -138,7 +138,7 @@ class SealedObservation;
 
 // Assigns every planned stream its lane, installs one buffer per lane sized for the streams it
 // got, and returns when every lane has it. The session must not outlive the indexer.
-ObservationOutcome<ObservationSession> begin_observation(LaneIndexer& indexer, ObservationPlan plan);
+ObservationOutcome<ObservationSession> begin_observation(LaneIndexer& indexer, const ObservationPlan& plan);
 
 // The claim one observation holds on its indexer, passed from stage to stage, and the only way an
 // observation reaches the lanes (LaneIndexer's one friend for it). Only begin_observation makes
@@ -164,7 +164,7 @@ class ObservationLease {
   void end(bool harvested);
 
  private:
-  friend ObservationOutcome<ObservationSession> begin_observation(LaneIndexer& indexer, ObservationPlan plan);
+  friend ObservationOutcome<ObservationSession> begin_observation(LaneIndexer& indexer, const ObservationPlan& plan);
   // The indexer's one observation slot; nullopt while another observation holds it.
   static std::optional<ObservationLease> claim(LaneIndexer& indexer);
   ObservationLease(LaneIndexer& indexer, std::shared_ptr<ObservationRun> run)

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "libcodec/event_codec.h"
+#include "libcodec/mm_extra_info_codec.h"
 
 using namespace kvidx;
 using nlohmann::json;
@@ -206,4 +207,10 @@ TEST_CASE("event-log lines accept the bare event and the capture wrapper") {
   auto missing = decode_event_log_line(R"({"ts": 1, "subject": "kv.events.3"})");
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().message() == "event: missing required field");
+}
+
+TEST_CASE("mm_extra_info from the bridge's hashes is the object the event decoder keeps") {
+  const std::string info = encode_mm_extra_info({72623859790382856ULL, 1});
+  CHECK(info == R"({"mm_objects":[{"mm_hash":72623859790382856,"offsets":[]},{"mm_hash":1,"offsets":[]}]})");
+  CHECK(encode_mm_extra_info({}) == R"({"mm_objects":[]})");
 }

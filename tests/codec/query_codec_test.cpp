@@ -161,3 +161,26 @@ TEST_CASE("score_request_eagle_flag_hashes_token_ids_with_eagle_windows") {
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().field == "eagle");
 }
+
+TEST_CASE("workers reply round-trips and an error reply is not one") {
+  const WorkersReply reply{{3, 18446744073709551615ULL}, {{{3, 0}, 10}, {{18446744073709551615ULL, 2}, 1}}};
+  const std::string text = encode_workers_reply(reply);
+  auto decoded = decode_workers_reply(text);
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error().message());
+  CHECK(decoded.value() == reply);
+  CHECK(encode_workers_reply(decoded.value()) == text);
+  auto bad = decode_workers_reply(R"({"workers":[1],"streams":[{"worker_id":1,"dp_rank":0}]})");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().field == "streams[0].blocks");
+  CHECK_FALSE(decode_workers_reply(encode_error_reply({"internal", "x"})).ok());
+}
+
+TEST_CASE("ok reply is recognised, nothing else is") {
+  CHECK(is_ok_reply(encode_ok_reply()));
+  CHECK(is_ok_reply(R"( {"ok": true} )"));
+  CHECK_FALSE(is_ok_reply(R"({"ok":false})"));
+  CHECK_FALSE(is_ok_reply(R"({"ok":1})"));
+  CHECK_FALSE(is_ok_reply(encode_error_reply({"bad_request", "no such worker"})));
+  CHECK_FALSE(is_ok_reply("true"));
+  CHECK_FALSE(is_ok_reply(""));
+}

@@ -1,9 +1,10 @@
-// The codec's side of routing decisions, request lifecycles and the dump framing: the shapes the
-// service reads and the CLI writes, round trips and rejections with the field that is wrong.
+// The codec's side of routing decisions, request lifecycles, the dump framing and the chunked reply end marker: the
+// shapes the service reads and the CLI writes, round trips and rejections with the field that is wrong.
 #include <doctest/doctest.h>
 
 #include <string>
 
+#include "libcodec/chunked_reply_codec.h"
 #include "libcodec/dump_codec.h"
 #include "libcodec/query_codec.h"
 #include "libcodec/router_messages_codec.h"
@@ -90,4 +91,17 @@ TEST_CASE("dump chunk decodes its JSONL lines in order and fails on the first ba
   CHECK(chunk.value()[0].worker_id == 1);
   CHECK(chunk.value()[1].event.event_id == 5);
   CHECK_FALSE(decode_dump_chunk("{\"worker_id\":1}\n").ok());
+}
+
+TEST_CASE("chunked reply end marker round-trips and keeps its shipped shape") {
+  const std::string end = encode_chunked_reply_end({123456789012ULL, 42});
+  CHECK(end == R"({"end":true,"bytes":123456789012,"chunks":42})");
+  auto decoded = decode_chunked_reply_end(end);
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error().message());
+  CHECK(decoded.value() == ChunkedReplyEnd{123456789012ULL, 42});
+  auto missing = decode_chunked_reply_end(R"({"end":true,"bytes":5})");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().field == "chunks");
+  CHECK_FALSE(decode_chunked_reply_end(R"({"end":true,"bytes":-1,"chunks":1})").ok());
+  CHECK_FALSE(decode_chunked_reply_end("not json").ok());
 }

@@ -1,4 +1,4 @@
-#include "replay/score_query_file.h"
+#include "libcodec/score_line_codec.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
-// The query and score lines of `kvidx replay`: a query line is {"id": <any JSON>, "local_hashes":
-// [u64...]}; its answer is {"id": <same>, "scores": [{"worker_id", "dp_rank", "score"}...]} with
-// only scores > 0, sorted by (worker_id, dp_rank).
+// The query and score lines of `kvidx replay` (--queries FILE, --scores-out FILE): a query line is {"id": <any JSON>,
+// "local_hashes": [u64...]}; its answer is {"id": <same>, "scores": [{"worker_id", "dp_rank", "score"}...]} with only
+// scores > 0, sorted by (worker_id, dp_rank).
 #pragma once
 
 #include <string>
