@@ -168,6 +168,18 @@ struct KvidxService::Impl {
     const Readiness ready = readiness();
     Json by_reason = Json::object();
     for (const auto& [reason, count] : queries.queries_rejected_by_reason()) by_reason[reason] = count;
+    const LaneIndexerMetrics applied = indexer.metrics();
+    // Every tier, device included; streams, blocks and nodes above are the device tree's.
+    Json tiers = Json::object();
+    Json weights = Json::object();
+    for (const StorageTier tier : kStorageTiers) {
+      const std::size_t t = tier_index(tier);
+      tiers[std::string(to_string(tier))] = Json{{"streams", sizes.streams_by_tier[t]},
+                                                 {"blocks", sizes.blocks_by_tier[t]},
+                                                 {"nodes", sizes.nodes_by_tier[t]},
+                                                 {"events_applied", applied.applied_by_tier[t]}};
+      weights[std::string(to_string(tier))] = ctx.config.tier_weights.of(tier);
+    }
     return Json{{"ready", ready.ready},
                 {"not_ready_reason", ready.reason},
                 {"snapshot_stale", ready.snapshot_stale},
@@ -178,6 +190,8 @@ struct KvidxService::Impl {
                 {"blocks", sizes.block_count},
                 {"nodes", sizes.node_count},
                 {"blocks_pending_cleanup", sizes.blocks_pending_cleanup},
+                {"tiers", std::move(tiers)},
+                {"tier_weights", std::move(weights)},
                 {"lanes", indexer.lane_count()},
                 {"mode", ctx.config.mode == IngestMode::jetstream ? "jetstream" : "core"},
                 {"messages", s.messages},
@@ -201,9 +215,9 @@ struct KvidxService::Impl {
                 {"stream_holes", ctx.counters.stream_holes_total->value()},
                 {"snapshots_written", s.snapshots_written},
                 {"local_batches", s.local_batches},
-                {"apply_parent_not_found", indexer.metrics().applied_with(ApplyStatus::parent_not_found)},
-                {"apply_block_not_found", indexer.metrics().applied_with(ApplyStatus::block_not_found)},
-                {"apply_invalid", indexer.metrics().applied_with(ApplyStatus::invalid)},
+                {"apply_parent_not_found", applied.applied_with(ApplyStatus::parent_not_found)},
+                {"apply_block_not_found", applied.applied_with(ApplyStatus::block_not_found)},
+                {"apply_invalid", applied.applied_with(ApplyStatus::invalid)},
                 {"active_requests", ctx.load.live_requests()}};
   }
 };

@@ -73,11 +73,22 @@ int run_offline(StatsFlags& flags) {
     by_result[std::string(to_string(static_cast<ApplyStatus>(status)))] =
         built.summary.applied.applied_with(static_cast<ApplyStatus>(status));
   }
+  // Every tier, device included, as the live stats' "tiers"; the fields above it are the device tree's.
+  const LaneIndexerMetrics applied = indexer.metrics();
+  Json tiers = Json::object();
+  for (const StorageTier tier : kStorageTiers) {
+    const std::size_t t = tier_index(tier);
+    tiers[std::string(to_string(tier))] = Json{{"streams", sizes.streams_by_tier[t]},
+                                               {"blocks", sizes.blocks_by_tier[t]},
+                                               {"nodes", sizes.nodes_by_tier[t]},
+                                               {"events_applied", applied.applied_by_tier[t]}};
+  }
   Json out{{"workers", indexer.get_workers().size()},
            {"streams", sizes.worker_count},
            {"blocks", sizes.block_count},
            {"distinct_blocks", distinct_blocks},
            {"nodes", sizes.node_count},
+           {"tiers", std::move(tiers)},
            {"edge_lengths_from", "tree"},
            {"edge_length_histogram", histogram_json(histogram)},
            {"events_by_type", by_type},
