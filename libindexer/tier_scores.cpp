@@ -1,5 +1,7 @@
 #include "libindexer/tier_scores.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -33,14 +35,14 @@ std::optional<TierWeights> parse_tier_weights(std::string_view text, std::string
     text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
     const std::size_t eq = entry.find('=');
     if (eq == std::string_view::npos) {
-      // NOTE: appended piece by piece: GCC 12 at -O3 warns (-Wrestrict) on "'" + std::string(...).
-      error.assign("'").append(entry).append("': expected TIER=WEIGHT");
+      // NOTE: fmt, not std::string operations: GCC 12 at -O3 (Release) warns -Wrestrict on those.
+      error = fmt::format("'{}': expected TIER=WEIGHT", entry);
       return std::nullopt;
     }
     const std::string_view name = trim(entry.substr(0, eq));
     const auto tier = storage_tier_from_string(name);
     if (!tier) {
-      error.assign("unknown tier '").append(name).append("' (expected device, host_pinned, disk or external)");
+      error = fmt::format("unknown tier '{}' (expected device, host_pinned, disk or external)", name);
       return std::nullopt;
     }
     // The whole value must be a number: "0.5x" is refused, not read as 0.5.
@@ -53,11 +55,7 @@ std::optional<TierWeights> parse_tier_weights(std::string_view text, std::string
       used = 0;
     }
     if (used == 0 || used != value.size() || !std::isfinite(weight) || weight < 0 || weight > kMaxWeight) {
-      error.assign("tier ")
-          .append(name)
-          .append(": bad weight '")
-          .append(value)
-          .append("' (expected a number from 0 to 1000)");
+      error = fmt::format("tier {}: bad weight '{}' (expected a number from 0 to 1000)", name, value);
       return std::nullopt;
     }
     weights.by_tier[tier_index(*tier)] = weight;
@@ -71,7 +69,7 @@ std::string format_tier_weights(const TierWeights& weights) {
     if (!out.empty()) out += ',';
     char buffer[32];
     const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, weights.of(tier));
-    out.append(to_string(tier)).append("=").append(buffer, ec == std::errc{} ? end : buffer);
+    out += fmt::format("{}={}", to_string(tier), std::string_view(buffer, ec == std::errc{} ? end : buffer));
   }
   return out;
 }
