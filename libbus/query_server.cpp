@@ -72,8 +72,9 @@ void QueryServer::on_scores(Message msg) {
     reply(msg, encode_error_reply({"bad_request", error.message()}));
   } else {
     const ScoreRequest& r = request.value();
-    reply(msg, encode_score_reply(
-                   make_score_reply(ctx_.indexer.find_matches(r.local_hashes, r.early_exit), ctx_.load.snapshot())));
+    // Device scores as `scores`, lower tiers and the combined score beside them (query_codec.h).
+    reply(msg, encode_score_reply(make_score_reply(ctx_.indexer.find_tiered_matches(r.local_hashes, r.early_exit),
+                                                   ctx_.config.tier_weights, ctx_.load.snapshot())));
   }
   counters_.query_latency->observe(std::chrono::duration<double>(Clock::now() - t0).count());
 }

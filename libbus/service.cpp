@@ -239,6 +239,14 @@ struct KvidxService::Impl {
     r.restored_from = snapshots.restored_from();
     r.stream_replicas = static_cast<std::uint64_t>(std::max(0, ctx.stream_replicas.load()));
     r.known_servers = ctx.known_servers;
+    // Every tier, device included; streams, blocks and nodes above are the device tree's.
+    const LaneIndexerMetrics applied = indexer.metrics();
+    for (const StorageTier tier : kStorageTiers) {
+      const std::size_t t = tier_index(tier);
+      r.tiers[std::string(to_string(tier))] = TierStats{sizes.streams_by_tier[t], sizes.blocks_by_tier[t],
+                                                        sizes.nodes_by_tier[t], applied.applied_by_tier[t]};
+      r.tier_weights[std::string(to_string(tier))] = ctx.config.tier_weights.of(tier);
+    }
     if (digest != DigestDetail::none) r.digest = digest_of_index(digest);
     return r;
   }

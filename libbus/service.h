@@ -96,6 +96,8 @@ struct ServiceConfig {
   // Set: approximate mode. Routing decisions on <prefix>.routing.decisions are indexed as if the
   // worker had reported the blocks, with a TTL and a size cap (PruneConfig).
   std::optional<PruneConfig> approximate;
+  // Weights of the storage tiers in a score reply's combined_scores (libindexer/tier_scores.h).
+  TierWeights tier_weights;
 };
 
 // Counters since start (also exported as Prometheus metrics).

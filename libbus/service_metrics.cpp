@@ -71,7 +71,7 @@ void register_indexer_gauges(MetricsRegistry& metrics, const LaneIndexer& indexe
                              return lane < depths.size() ? static_cast<double>(depths[lane]) : 0.0;
                            });
   }
-  metrics.gauge_callback("kvidx_tree_blocks", "Blocks held, summed over streams", {},
+  metrics.gauge_callback("kvidx_tree_blocks", "Blocks held in the device tier, summed over streams", {},
                          [ix] { return static_cast<double>(ix->shard_sizes_now().block_count); });
   metrics.gauge_callback("kvidx_tree_nodes", "Attached radix tree nodes", {},
                          [ix] { return static_cast<double>(ix->tree().node_count()); });
@@ -80,6 +80,18 @@ void register_indexer_gauges(MetricsRegistry& metrics, const LaneIndexer& indexe
                          [ix] { return static_cast<double>(ix->tree().dead_block_estimate()); });
   metrics.gauge_callback("kvidx_tree_workers", "Streams (worker, rank) holding blocks", {},
                          [ix] { return static_cast<double>(ix->shard_sizes_now().worker_count); });
+  // Every storage tier's tree (the kvidx_tree_* gauges above are the device tree's).
+  for (const StorageTier tier : kStorageTiers) {
+    const std::size_t t = tier_index(tier);
+    const std::string name(to_string(tier));
+    metrics.gauge_callback("kvidx_tier_blocks", "Blocks held in a storage tier, summed over streams", {{"tier", name}},
+                           [ix, t] { return static_cast<double>(ix->shard_sizes_now().blocks_by_tier[t]); });
+    metrics.gauge_callback("kvidx_tier_streams", "Streams (worker, rank) holding blocks in a storage tier",
+                           {{"tier", name}},
+                           [ix, t] { return static_cast<double>(ix->shard_sizes_now().streams_by_tier[t]); });
+    metrics.gauge_callback("kvidx_tier_events_total", "Events applied, by the storage tier they carry",
+                           {{"tier", name}}, [ix, t] { return static_cast<double>(ix->metrics().applied_by_tier[t]); });
+  }
   // What the tree did with the events the lanes applied (unknown parents, removals of unknown
   // blocks and malformed events are counted here, not dead-lettered: they are valid JSON).
   const char* statuses[] = {"ok", "parent_not_found", "block_not_found", "invalid"};

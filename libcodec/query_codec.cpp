@@ -43,6 +43,41 @@ std::vector<WorkerBlocks> read_worker_blocks(const Json& array, const std::strin
   return out;
 }
 
+std::vector<WorkerScore> read_worker_scores(const Json& array, const std::string& path, std::size_t max) {
+  if (!array.is_array()) fail(Kind::wrong_type, path, fmt::format("expected an array, got {}", type_name(array)));
+  if (array.size() > max) fail(Kind::limit, path, fmt::format("{} entries exceed the limit of {}", array.size(), max));
+  std::vector<WorkerScore> out;
+  out.reserve(array.size());
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    const std::string item_path = join(path, i);
+    WorkerScore ws;
+    ws.worker = read_worker(array[i], item_path);
+    ws.score = read_u32(require(array[i], "score", item_path), join(item_path, "score"));
+    out.push_back(ws);
+  }
+  return out;
+}
+
+double read_number(const Json& value, std::string_view path) {
+  if (!value.is_number()) {
+    fail(Kind::wrong_type, std::string(path), fmt::format("expected a number, got {}", type_name(value)));
+  }
+  return value.get<double>();
+}
+
+Json worker_scores_json(const std::vector<WorkerScore>& items) {
+  Json out = Json::array();
+  for (const auto& s : items) {
+    out.push_back({{"worker_id", s.worker.worker_id}, {"dp_rank", s.worker.dp_rank}, {"score", s.score}});
+  }
+  return out;
+}
+
+template <typename Item>
+void sort_by_worker(std::vector<Item>& items) {
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.worker < b.worker; });
+}
+
 Json worker_blocks_json(const std::vector<WorkerBlocks>& items) {
   Json out = Json::array();
   for (const auto& wb : items) {
@@ -116,8 +151,7 @@ ScoreReply make_score_reply(const OverlapScores& scores, const StreamLoads& load
   ScoreReply reply;
   reply.scores.reserve(scores.scores.size());
   for (const auto& [worker, score] : scores.scores) reply.scores.push_back(WorkerScore{worker, score});
-  std::sort(reply.scores.begin(), reply.scores.end(),
-            [](const WorkerScore& a, const WorkerScore& b) { return a.worker < b.worker; });
+  sort_by_worker(reply.scores);
   reply.frequencies = scores.frequencies;
   reply.tree_sizes.reserve(scores.tree_sizes.size());
   for (const auto& [worker, blocks] : scores.tree_sizes) reply.tree_sizes.push_back(WorkerBlocks{worker, blocks});
@@ -134,15 +168,48 @@ ScoreReply make_score_reply(const OverlapScores& scores, const StreamLoads& load
   return reply;
 }
 
-std::string encode_score_reply(const ScoreReply& reply) {
-  Json scores = Json::array();
-  for (const auto& s : reply.scores) {
-    scores.push_back({{"worker_id", s.worker.worker_id}, {"dp_rank", s.worker.dp_rank}, {"score", s.score}});
+ScoreReply make_score_reply(const TieredOverlapScores& scores, const TierWeights& weights, const StreamLoads& loads) {
+  ScoreReply reply = make_score_reply(scores.device, loads);
+  for (std::size_t i = 0; i < kLowerTierCount; ++i) {
+    TierScores tier{kStorageTiers[i + 1], {}};
+    for (const auto& [worker, score] : scores.lower[i]) {
+      if (score > 0) tier.scores.push_back(WorkerScore{worker, score});
+    }
+    if (tier.scores.empty()) continue;
+    sort_by_worker(tier.scores);
+    reply.tier_scores.push_back(std::move(tier));
   }
-  Json out{{"scores", std::move(scores)},
+  // NOTE: absent when it would only repeat `scores` (no lower tier scored, device weight 1), so a
+  // device-only fleet's replies stay byte for byte what they were.
+  if (!reply.tier_scores.empty() || weights.of(StorageTier::device) != 1.0) {
+    std::vector<WorkerCombinedScore> combined;
+    for (const auto& [worker, score] : combined_scores(scores, weights)) {
+      combined.push_back(WorkerCombinedScore{worker, score});
+    }
+    sort_by_worker(combined);
+    reply.combined_scores = std::move(combined);
+  }
+  return reply;
+}
+
+std::string encode_score_reply(const ScoreReply& reply) {
+  Json out{{"scores", worker_scores_json(reply.scores)},
            {"frequencies", reply.frequencies},
            {"tree_sizes", worker_blocks_json(reply.tree_sizes)}};
   if (reply.active_blocks) out["active_blocks"] = worker_blocks_json(*reply.active_blocks);
+  if (!reply.tier_scores.empty()) {
+    Json tiers = Json::object();
+    for (const auto& tier : reply.tier_scores)
+      tiers[std::string(to_string(tier.tier))] = worker_scores_json(tier.scores);
+    out["tier_scores"] = std::move(tiers);
+  }
+  if (reply.combined_scores) {
+    Json combined = Json::array();
+    for (const auto& c : *reply.combined_scores) {
+      combined.push_back({{"worker_id", c.worker.worker_id}, {"dp_rank", c.worker.dp_rank}, {"score", c.score}});
+    }
+    out["combined_scores"] = std::move(combined);
+  }
   return out.dump();
 }
 
@@ -157,14 +224,7 @@ Decoded<ScoreReply> decode_score_reply(std::string_view json, const QueryLimits&
           decoded ? untrusted_excerpt(decoded->code + ": " + decoded->message, kReasonBytes) : "malformed error reply");
     }
     ScoreReply reply;
-    const Json& scores = require_array(root, "scores", "", limits.max_hashes);
-    for (std::size_t i = 0; i < scores.size(); ++i) {
-      const std::string path = join("scores", i);
-      WorkerScore ws;
-      ws.worker = read_worker(scores[i], path);
-      ws.score = read_u32(require(scores[i], "score", path), join(path, "score"));
-      reply.scores.push_back(ws);
-    }
+    reply.scores = read_worker_scores(require(root, "scores", ""), "scores", limits.max_hashes);
     const Json& freqs = require_array(root, "frequencies", "", limits.max_hashes);
     for (std::size_t i = 0; i < freqs.size(); ++i) {
       reply.frequencies.push_back(static_cast<std::size_t>(read_u64(freqs[i], join("frequencies", i))));
@@ -172,6 +232,38 @@ Decoded<ScoreReply> decode_score_reply(std::string_view json, const QueryLimits&
     reply.tree_sizes = read_worker_blocks(require(root, "tree_sizes", ""), "tree_sizes");
     if (const Json* active = find(root, "active_blocks"); active != nullptr && !active->is_null()) {
       reply.active_blocks = read_worker_blocks(*active, "active_blocks");
+    }
+    if (const Json* tiers = find(root, "tier_scores"); tiers != nullptr && !tiers->is_null()) {
+      require_object(*tiers, "tier_scores");
+      // NOTE: in tier order whatever the order of the object's keys.
+      for (const StorageTier tier : kStorageTiers) {
+        if (tier == StorageTier::device) continue;
+        if (const Json* scores = find(*tiers, to_string(tier)); scores != nullptr) {
+          const std::string path = join("tier_scores", to_string(tier));
+          reply.tier_scores.push_back(TierScores{tier, read_worker_scores(*scores, path, limits.max_hashes)});
+        }
+      }
+      for (const auto& [name, _] : tiers->items()) {
+        const auto tier = storage_tier_from_string(name);
+        if (!tier || *tier == StorageTier::device) {
+          fail(Kind::invalid_value, join("tier_scores", untrusted_excerpt(name)),
+               "unknown tier (expected host_pinned, disk or external; device scores are `scores`)");
+        }
+      }
+    }
+    if (const Json* combined = find(root, "combined_scores"); combined != nullptr && !combined->is_null()) {
+      if (!combined->is_array()) {
+        fail(Kind::wrong_type, "combined_scores", fmt::format("expected an array, got {}", type_name(*combined)));
+      }
+      std::vector<WorkerCombinedScore> out;
+      for (std::size_t i = 0; i < combined->size(); ++i) {
+        const std::string path = join("combined_scores", i);
+        WorkerCombinedScore c;
+        c.worker = read_worker((*combined)[i], path);
+        c.score = read_number(require((*combined)[i], "score", path), join(path, "score"));
+        out.push_back(c);
+      }
+      reply.combined_scores = std::move(out);
     }
     return reply;
   });

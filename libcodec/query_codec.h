@@ -8,7 +8,13 @@
 // Score reply:    {"scores":[{"worker_id","dp_rank","score"}...]   sorted by (worker_id, dp_rank)
 //                  "frequencies":[...],
 //                  "tree_sizes":[{"worker_id","dp_rank","blocks"}...],
+//                  "tier_scores"?:{"host_pinned"|"disk"|"external":[{"worker_id","dp_rank","score"}...]},
+//                  "combined_scores"?:[{"worker_id","dp_rank","score":<number>}...],
 //                  "active_blocks"?:[{"worker_id","dp_rank","blocks"}...]}
+//                 scores, frequencies and tree_sizes are the device tier's (what Dynamo's router reads).
+//                 tier_scores: the lower tiers with a score above zero, only when there is one;
+//                 combined_scores (libindexer/tier_scores.h): whenever tier_scores is there or the
+//                 device weight is not 1, so without it the combined score of each stream is its score.
 // Error reply:    {"error":{"code":"...","message":"..."}}
 // Ok reply:       {"ok":true}
 // Workers reply:  {"workers":[u64...], "streams":[{"worker_id","dp_rank","blocks"}...]}  (kv.admin.workers)
@@ -24,6 +30,7 @@
 #include "libcodec/codec_result.h"
 #include "libindexer/load/active_load.h"
 #include "libindexer/protocol.h"
+#include "libindexer/tier_scores.h"
 
 namespace kvidx {
 
@@ -44,6 +51,18 @@ struct WorkerScore {
   friend bool operator==(const WorkerScore&, const WorkerScore&) = default;
 };
 
+struct WorkerCombinedScore {
+  WorkerWithDpRank worker;
+  double score = 0;
+  friend bool operator==(const WorkerCombinedScore&, const WorkerCombinedScore&) = default;
+};
+
+struct TierScores {
+  StorageTier tier = StorageTier::host_pinned;
+  std::vector<WorkerScore> scores;  // sorted by (worker_id, dp_rank), all above zero
+  friend bool operator==(const TierScores&, const TierScores&) = default;
+};
+
 struct WorkerBlocks {
   WorkerWithDpRank worker;
   std::uint64_t blocks = 0;
@@ -55,6 +74,8 @@ struct ScoreReply {
   std::vector<std::size_t> frequencies;
   std::vector<WorkerBlocks> tree_sizes;  // sorted by (worker_id, dp_rank)
   std::optional<std::vector<WorkerBlocks>> active_blocks;
+  std::vector<TierScores> tier_scores;  // lower tiers with a score, in tier order; empty: field absent
+  std::optional<std::vector<WorkerCombinedScore>> combined_scores;  // sorted by (worker_id, dp_rank)
   friend bool operator==(const ScoreReply&, const ScoreReply&) = default;
 };
 
@@ -79,6 +100,9 @@ std::string encode_token_score_request(const std::vector<std::uint32_t>& token_i
 // The whole score reply, sorted and deterministic, from the indexer's result and the active load
 // (active_blocks only when some request is live).
 ScoreReply make_score_reply(const OverlapScores& scores, const StreamLoads& loads = {});
+// The same with every tier's scores: tier_scores and combined_scores as described at the top.
+ScoreReply make_score_reply(const TieredOverlapScores& scores, const TierWeights& weights,
+                            const StreamLoads& loads = {});
 std::string encode_score_reply(const ScoreReply& reply);
 // Decodes a score reply; an error reply becomes a CodecError with field "error" and
 // reason "<code>: <message>".

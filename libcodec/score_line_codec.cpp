@@ -6,6 +6,7 @@
 
 #include "libcodec/event_codec.h"
 #include "libcodec/json_reader.h"
+#include "libcodec/query_codec.h"
 
 namespace kvidx {
 
@@ -43,6 +44,50 @@ std::string encode_score_line(const ScoreQueryLine& query, const OverlapScores& 
                        sorted[i].first.dp_rank, sorted[i].second);
   }
   out += "]}";
+  return out;
+}
+
+namespace {
+
+void append_scores(std::string& out, const std::vector<WorkerScore>& scores) {
+  out += '[';
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    if (i > 0) out += ',';
+    out += fmt::format(R"({{"worker_id":{},"dp_rank":{},"score":{}}})", scores[i].worker.worker_id,
+                       scores[i].worker.dp_rank, scores[i].score);
+  }
+  out += ']';
+}
+
+}  // namespace
+
+std::string encode_score_line(const ScoreQueryLine& query, const TieredOverlapScores& scores,
+                              const TierWeights& weights) {
+  std::string out = encode_score_line(query, scores.device);
+  // The same fields and rules as the live reply (make_score_reply), appended after "scores".
+  const ScoreReply reply = make_score_reply(scores, weights);
+  if (reply.tier_scores.empty() && !reply.combined_scores) return out;
+  out.pop_back();  // the closing brace
+  if (!reply.tier_scores.empty()) {
+    out += R"(,"tier_scores":{)";
+    for (std::size_t i = 0; i < reply.tier_scores.size(); ++i) {
+      if (i > 0) out += ',';
+      out += fmt::format(R"("{}":)", to_string(reply.tier_scores[i].tier));
+      append_scores(out, reply.tier_scores[i].scores);
+    }
+    out += '}';
+  }
+  if (reply.combined_scores) {
+    out += R"(,"combined_scores":[)";
+    for (std::size_t i = 0; i < reply.combined_scores->size(); ++i) {
+      const auto& c = (*reply.combined_scores)[i];
+      if (i > 0) out += ',';
+      out +=
+          fmt::format(R"({{"worker_id":{},"dp_rank":{},"score":{}}})", c.worker.worker_id, c.worker.dp_rank, c.score);
+    }
+    out += ']';
+  }
+  out += '}';
   return out;
 }
 

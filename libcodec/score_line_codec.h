@@ -1,6 +1,7 @@
 // The query and score lines of `kvidx replay` (--queries FILE, --scores-out FILE): a query line is {"id": <any JSON>,
 // "local_hashes": [u64...]}; its answer is {"id": <same>, "scores": [{"worker_id", "dp_rank", "score"}...]} with only
-// scores > 0, sorted by (worker_id, dp_rank).
+// scores > 0, sorted by (worker_id, dp_rank). Scores are the device tier's; when a lower tier scored, "tier_scores"
+// and "combined_scores" follow, as in the live reply (libcodec/query_codec.h).
 #pragma once
 
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "libcodec/codec_result.h"
 #include "libindexer/protocol.h"
+#include "libindexer/tier_scores.h"
 
 namespace kvidx {
 
@@ -19,5 +21,7 @@ struct ScoreQueryLine {
 
 Decoded<ScoreQueryLine> decode_score_query_line(std::string_view line);
 std::string encode_score_line(const ScoreQueryLine& query, const OverlapScores& scores);
+std::string encode_score_line(const ScoreQueryLine& query, const TieredOverlapScores& scores,
+                              const TierWeights& weights);
 
 }  // namespace kvidx

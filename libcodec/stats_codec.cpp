@@ -13,6 +13,29 @@ namespace {
 
 using OrderedJson = nlohmann::ordered_json;
 
+Json tiers_json(const std::map<std::string, TierStats>& tiers) {
+  Json out = Json::object();
+  for (const auto& [name, t] : tiers) {
+    out[name] =
+        Json{{"streams", t.streams}, {"blocks", t.blocks}, {"nodes", t.nodes}, {"events_applied", t.events_applied}};
+  }
+  return out;
+}
+
+std::map<std::string, TierStats> read_tiers(const Json& value) {
+  require_object(value, "tiers");
+  std::map<std::string, TierStats> out;
+  for (const auto& [name, t] : value.items()) {
+    const std::string path = join("tiers", name);
+    require_object(t, path);
+    out[name] = TierStats{read_u64(require(t, "streams", path), join(path, "streams")),
+                          read_u64(require(t, "blocks", path), join(path, "blocks")),
+                          read_u64(require(t, "nodes", path), join(path, "nodes")),
+                          read_u64(require(t, "events_applied", path), join(path, "events_applied"))};
+  }
+  return out;
+}
+
 Json digest_json(const StatsDigest& digest) {
   if (!digest.error.empty()) return Json{{"error", digest.error}};
   Json out{{"total", digest.total}, {"blocks", digest.blocks}, {"streams", digest.streams}};
@@ -75,7 +98,9 @@ Json stats_reply_json(const StatsReply& reply) {
            {"mode", reply.mode},
            {"queries_rejected_by_reason", std::move(by_reason)},
            {"replica", reply.replica},
-           {"restored_from", reply.restored_from}};
+           {"restored_from", reply.restored_from},
+           {"tiers", tiers_json(reply.tiers)},
+           {"tier_weights", Json(reply.tier_weights)}};
   for (const StatsCounter& counter : kStatsCounters) out[counter.key] = reply.*counter.field;
   if (reply.digest) out["digest"] = digest_json(*reply.digest);
   return out;
@@ -126,6 +151,15 @@ Decoded<StatsReply> decode_stats_reply(std::string_view json) {
     }
     out.replica = read_string(require(root, "replica", ""), "replica");
     out.restored_from = read_string(require(root, "restored_from", ""), "restored_from");
+    out.tiers = read_tiers(require(root, "tiers", ""));
+    const Json& weights = require(root, "tier_weights", "");
+    require_object(weights, "tier_weights");
+    for (const auto& [name, w] : weights.items()) {
+      if (!w.is_number()) {
+        fail(Kind::wrong_type, join("tier_weights", name), "expected a number, got " + std::string(type_name(w)));
+      }
+      out.tier_weights[name] = w.get<double>();
+    }
     for (const StatsCounter& counter : kStatsCounters) {
       out.*counter.field = read_u64(require(root, counter.key, ""), counter.key);
     }
@@ -187,6 +221,7 @@ std::string encode_offline_stats(const OfflineStats& stats) {
                         {"blocks", stats.blocks},
                         {"distinct_blocks", stats.shape.distinct_blocks},
                         {"nodes", stats.nodes},
+                        {"tiers", tiers_json(stats.tiers)},
                         {"edge_lengths_from", stats.shape.edge_lengths_from},
                         {"edge_length_histogram", histogram_json(stats.shape.edge_length_histogram)},
                         {"events_by_type", counts_json(stats.events_by_type)},

@@ -9,6 +9,9 @@
 //    (empty: its own snapshot or none), one unsigned count per kStatsCounters row, and when the
 //    request asked for it "digest":{"position":S,"total":"<hex>","blocks":N,"streams":N
 //    [,"by_stream":[{"worker_id","dp_rank","tier","blocks","digest"}...]]} or {"error":"..."}}
+// Both carry "tiers":{"<tier>":{"streams","blocks","nodes","events_applied"}...} for every storage tier
+// (device included; the top-level streams, blocks and nodes are the device tree's), and the reply
+// "tier_weights":{"<tier>":weight...}.
 // Stats request (kv.admin.stats, kv.admin.replicas): {} or {"digest": true|"streams"|"total"}.
 #pragma once
 
@@ -44,6 +47,15 @@ struct StatsDigest {
   friend bool operator==(const StatsDigest&, const StatsDigest&) = default;
 };
 
+// One storage tier's size (libindexer/lanes ShardSizes, per tier).
+struct TierStats {
+  std::uint64_t streams = 0;
+  std::uint64_t blocks = 0;
+  std::uint64_t nodes = 0;
+  std::uint64_t events_applied = 0;
+  friend bool operator==(const TierStats&, const TierStats&) = default;
+};
+
 // How much of the digest a stats request asks for (it costs a dump of the index).
 enum class DigestDetail : std::uint8_t { none, total, streams };
 // {"digest": true | "streams"}: streams; {"digest": "total"}: total; anything else (e.g. {}): none.
@@ -59,6 +71,8 @@ struct StatsReply {
   std::string replica;        // the replica's durable consumer name
   std::string restored_from;  // the replica whose snapshot it bootstrapped from, if another's
   std::optional<StatsDigest> digest;
+  std::map<std::string, TierStats> tiers;      // by tier name, every tier
+  std::map<std::string, double> tier_weights;  // by tier name
 
   std::uint64_t snapshot_failures = 0;
   std::uint64_t workers = 0;
@@ -175,10 +189,11 @@ struct OfflineStats {
   std::uint64_t missing_events = 0;
   std::uint64_t resets = 0;
   std::uint64_t bad_lines = 0;
-  std::optional<StatsDigest> digest;  // the same digest a live service reports, without position
+  std::map<std::string, TierStats> tiers;  // by tier name, every tier (top-level counts: device)
+  std::optional<StatsDigest> digest;       // the same digest a live service reports, without position
 };
 
-// Keys in this order: workers, streams, blocks, distinct_blocks, nodes, edge_lengths_from,
+// Keys in this order: workers, streams, blocks, distinct_blocks, nodes, tiers, edge_lengths_from,
 // edge_length_histogram, events_by_type, events_by_result, duplicates, gaps, missing_events,
 // resets, bad_lines, digest.
 std::string encode_offline_stats(const OfflineStats& stats);

@@ -13,7 +13,7 @@ std::string_view to_string(StorageTier tier) {
 }
 
 std::optional<StorageTier> storage_tier_from_string(std::string_view name) {
-  for (auto tier : {StorageTier::device, StorageTier::host_pinned, StorageTier::disk, StorageTier::external}) {
+  for (auto tier : kStorageTiers) {
     if (to_string(tier) == name) return tier;
   }
   return std::nullopt;

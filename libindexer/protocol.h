@@ -2,6 +2,7 @@
 // RouterEvent that workers publish. Plain value types: no JSON, no NATS, no I/O.
 #pragma once
 
+#include <array>
 #include <compare>
 #include <cstdint>
 #include <functional>
@@ -76,7 +77,13 @@ struct KvCacheEvent {
   friend bool operator==(const KvCacheEvent&, const KvCacheEvent&) = default;
 };
 
+// Where a worker holds a block. Each tier is indexed in its own tree (lanes/lane_indexer.h); `device`
+// is the one overlap `scores` answer for.
 enum class StorageTier : std::uint8_t { device, host_pinned, disk, external };
+inline constexpr std::size_t kStorageTierCount = 4;
+inline constexpr std::array<StorageTier, kStorageTierCount> kStorageTiers{StorageTier::device, StorageTier::host_pinned,
+                                                                          StorageTier::disk, StorageTier::external};
+inline constexpr std::size_t tier_index(StorageTier tier) { return static_cast<std::size_t>(tier); }
 
 std::string_view to_string(StorageTier tier);
 std::optional<StorageTier> storage_tier_from_string(std::string_view name);
@@ -87,6 +94,7 @@ struct RouterEvent {
   std::optional<StorageTier> storage_tier;  // absent on the wire means device
 
   WorkerWithDpRank stream() const { return {worker_id, event.dp_rank}; }
+  StorageTier tier() const { return storage_tier.value_or(StorageTier::device); }
   friend bool operator==(const RouterEvent&, const RouterEvent&) = default;
 };
 

@@ -13,15 +13,18 @@ struct DumpView::Node {
   std::map<std::uint64_t, std::unique_ptr<Node>> children;  // by local hash, sorted for stable output
 };
 
-DumpView::DumpView() : root_(std::make_unique<Node>()) {}
+DumpView::DumpView() {
+  for (auto& tier : tiers_) tier.root = std::make_unique<Node>();
+}
 DumpView::~DumpView() = default;
 
 bool DumpView::add(const RouterEvent& event) {
   const auto* stored = std::get_if<KvCacheStoreData>(&event.event.data);
   if (stored == nullptr) return false;
   const WorkerWithDpRank stream = event.stream();
-  auto& known = by_external_[stream];
-  Node* at = root_.get();
+  Tier& tier = tiers_[tier_index(event.tier())];
+  auto& known = tier.by_external[stream];
+  Node* at = tier.root.get();
   if (stored->parent_hash) {
     auto parent = known.find(stored->parent_hash->value);
     if (parent == known.end()) return false;
@@ -64,16 +67,17 @@ void for_each_edge(const Node& root, F&& on_edge) {
 
 }  // namespace
 
-DumpSummary DumpView::summary() const {
+DumpSummary DumpView::summary(StorageTier tier) const {
+  const Tier& view = tiers_[tier_index(tier)];
   DumpSummary out;
   std::set<WorkerId> workers;
-  for (const auto& [stream, hashes] : by_external_) {
+  for (const auto& [stream, hashes] : view.by_external) {
     if (hashes.empty()) continue;
     workers.insert(stream.worker_id);
     ++out.streams;
   }
   out.workers = workers.size();
-  for_each_edge(*root_, [&](std::size_t, const std::vector<const Node*>& run) {
+  for_each_edge(*view.root, [&](std::size_t, const std::vector<const Node*>& run) {
     ++out.edges;
     ++out.edge_length_histogram[run.size()];
     out.distinct_blocks += run.size();
@@ -84,7 +88,19 @@ DumpSummary DumpView::summary() const {
 
 std::string DumpView::render_tree(std::size_t max_hashes_per_edge) const {
   std::string out;
-  for_each_edge(*root_, [&](std::size_t depth, const std::vector<const Node*>& run) {
+  for (const StorageTier tier : kStorageTiers) {
+    const Node& root = *tiers_[tier_index(tier)].root;
+    if (tier != StorageTier::device) {
+      if (root.children.empty()) continue;
+      out += fmt::format("tier {}:\n", to_string(tier));
+    }
+    render_edges(root, max_hashes_per_edge, out);
+  }
+  return out;
+}
+
+void DumpView::render_edges(const Node& root, std::size_t max_hashes_per_edge, std::string& out) {
+  for_each_edge(root, [&](std::size_t depth, const std::vector<const Node*>& run) {
     out.append(depth * 2, ' ');
     out += '[';
     for (std::size_t i = 0; i < run.size() && i < max_hashes_per_edge; ++i) {
@@ -96,7 +112,6 @@ std::string DumpView::render_tree(std::size_t max_hashes_per_edge) const {
     for (const auto& stream : run.front()->streams) out += fmt::format(" {}/{}", stream.worker_id, stream.dp_rank);
     out += '\n';
   });
-  return out;
 }
 
 }  // namespace kvidx

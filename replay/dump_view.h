@@ -1,6 +1,7 @@
 // A read-only view of an index rebuilt from its dump (Stored events): which (worker, rank)s cover
 // which prefix, printable as a compressed tree for humans and summarised as statistics. Works the
-// same for a live dump (kv.admin.dump) and an offline one (replay then dump).
+// same for a live dump (kv.admin.dump) and an offline one (replay then dump). Each storage tier is
+// its own view, as in the index: an event's storage_tier picks it (absent: device).
 #pragma once
 
 #include <array>
@@ -30,19 +31,28 @@ class DumpView {
   DumpView(const DumpView&) = delete;
   DumpView& operator=(const DumpView&) = delete;
 
-  // Adds one Stored event; returns false if its parent is not a block already added for that stream.
+  // Adds one Stored event; returns false if its parent is not a block already added for that
+  // stream in that tier.
   bool add(const RouterEvent& event);
 
-  DumpSummary summary() const;
+  // The device tier's view (what `scores` answer for).
+  DumpSummary summary() const { return summary(StorageTier::device); }
+  DumpSummary summary(StorageTier tier) const;
   // One line per edge of the compressed view, indented by depth:
   //   [1 2 3] (3 blocks) 1/0 2/0
   // where an edge is a run of blocks with a single child each and the same covering streams.
+  // The device tier first, without a heading; then each other tier holding blocks, under a line
+  // `tier host_pinned:` (a device-only dump prints exactly as it always did).
   std::string render_tree(std::size_t max_hashes_per_edge = 8) const;
 
  private:
   struct Node;
-  std::unique_ptr<Node> root_;
-  std::map<WorkerWithDpRank, std::map<std::uint64_t, Node*>> by_external_;  // stream → ext hash → node
+  static void render_edges(const Node& root, std::size_t max_hashes_per_edge, std::string& out);
+  struct Tier {
+    std::unique_ptr<Node> root;
+    std::map<WorkerWithDpRank, std::map<std::uint64_t, Node*>> by_external;  // stream → ext hash → node
+  };
+  std::array<Tier, kStorageTierCount> tiers_;
 };
 
 }  // namespace kvidx

@@ -20,6 +20,8 @@ struct ReplayFlags {
   std::string scores_out = "-";
   std::string snapshot_out;
   std::uint32_t block_size = 16;
+  std::string tier_weights = format_tier_weights(TierWeights{});
+  TierWeights weights;  // parsed from tier_weights before any work
 };
 
 int answer_queries(const ReplayFlags& flags, const LaneIndexer& indexer) {
@@ -42,7 +44,8 @@ int answer_queries(const ReplayFlags& flags, const LaneIndexer& indexer) {
       bad = fmt::format("{}:{}: {}", flags.queries, line_number, query.error().message());
       return false;
     }
-    out.write_raw_line(encode_score_line(query.value(), indexer.find_matches(query.value().local_hashes, false)));
+    out.write_raw_line(encode_score_line(query.value(), indexer.find_tiered_matches(query.value().local_hashes, false),
+                                         flags.weights));
     ++answered;
     return true;
   });
@@ -106,6 +109,15 @@ int check_files(const ReplayFlags& flags) {
 }
 
 int run_replay(ReplayFlags& flags) {
+  {
+    std::string error;
+    const auto weights = parse_tier_weights(flags.tier_weights, error);
+    if (!weights) {
+      std::fprintf(stderr, "kvidx replay: bad --tier-weights '%s': %s\n", flags.tier_weights.c_str(), error.c_str());
+      return kExitUsage;
+    }
+    flags.weights = *weights;
+  }
   if (const int rc = check_files(flags); rc != kExitOk) return rc;
   // NOTE: Ctrl-C stops reading; what was read is applied and summarised (exit 130).
   install_interrupt_handlers();
@@ -133,12 +145,16 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--scores-out", flags->scores_out,
                   "Where answers go, one {\"id\", \"scores\": [{worker_id, dp_rank, score}]} per query")
       ->capture_default_str();
+  cmd->add_option("--tier-weights", flags->tier_weights,
+                  "Weights of the storage tiers in an answer's combined_scores, TIER=WEIGHT,... (as kvidx serve)")
+      ->capture_default_str();
   cmd->add_option("--snapshot-out", flags->snapshot_out, "Write the final tree as an event log of Stored events");
   cmd->add_option("--block-size", flags->block_size, "Tokens per block (recorded for token-based tooling)")
       ->capture_default_str();
   cmd->footer(
       "Example: kvidx replay --events captured.jsonl.gz --queries queries.jsonl --scores-out scores.jsonl\n"
-      "Scores list only workers with score > 0, sorted by (worker_id, dp_rank), one line per query in order.\n"
+      "Scores list only workers with score > 0, sorted by (worker_id, dp_rank), one line per query in order;\n"
+      "they are the device tier's: lower tiers add tier_scores and combined_scores (see README, Wire format).\n"
       "Every file is checked before the log is read. On a terminal a progress line shows events/s, bytes read and\n"
       "the ETA. Ctrl-C stops reading, applies what was read, prints that partial summary and exits 130.");
   cmd->callback([flags, &exit_code] { exit_code = run_replay(*flags); });

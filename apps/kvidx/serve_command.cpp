@@ -63,6 +63,9 @@ struct ServeFlags {
   std::int64_t stream_max_bytes = 0;
   bool check_config = false;
   std::string config_file;
+  // Weights of the storage tiers in combined_scores (libindexer/tier_scores.h); unnamed tiers keep
+  // their default.
+  std::string tier_weights = format_tier_weights(TierWeights{});
   // In-process ZMQ sources (bridge/zmq_source_spec.h), one per engine socket.
   std::vector<std::string> zmq_sources;
 };
@@ -212,6 +215,15 @@ int run_serve(const ServeFlags& flags) {
   config.query_limits.max_message_bytes = flags.max_message_bytes;
   config.query_limits.max_hashes = flags.max_query_hashes;
   config.max_streams = flags.max_streams;
+  {
+    std::string error;
+    const auto weights = parse_tier_weights(flags.tier_weights, error);
+    if (!weights) {
+      std::fprintf(stderr, "kvidx: error: bad --tier-weights '%s': %s\n", flags.tier_weights.c_str(), error.c_str());
+      return kExitUsage;
+    }
+    config.tier_weights = *weights;
+  }
   // Validated before --check-config returns, used once the service runs.
   const bool serve_metrics = !flags.metrics.empty() && flags.metrics != "off";
   std::string metrics_host;
@@ -234,12 +246,13 @@ int run_serve(const ServeFlags& flags) {
     std::printf(
         "config ok: nats %s (auth: %s), mode %s, %zu lanes, prefix '%s', durable '%s', metrics %s, "
         "max message bytes %zu, max blocks per event %zu, max events per message %zu, max query hashes %zu, "
-        "max streams %s, %zu zmq sources, stream replicas %s\n",
+        "max streams %s, tier weights %s, %zu zmq sources, stream replicas %s\n",
         bus::redact_url(config.nats_url).c_str(), bus::describe_auth(config.nats_auth).c_str(), flags.mode.c_str(),
         config.lanes, config.subject_prefix.c_str(), config.durable.c_str(), flags.metrics.c_str(),
         config.limits.max_message_bytes, config.limits.max_blocks_per_event, config.limits.max_events_per_batch,
         config.query_limits.max_hashes,
-        config.max_streams == 0 ? "unlimited" : std::to_string(config.max_streams).c_str(), zmq_sources.size(),
+        config.max_streams == 0 ? "unlimited" : std::to_string(config.max_streams).c_str(),
+        format_tier_weights(config.tier_weights).c_str(), zmq_sources.size(),
         config.stream_replicas == 0 ? "auto" : std::to_string(config.stream_replicas).c_str());
     for (const auto& source : zmq_sources) std::printf("  zmq %s\n", bridge::describe_zmq_source(source).c_str());
     return kExitOk;
@@ -395,6 +408,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--stream-max-bytes", flags->stream_max_bytes,
                   "Retention of the events stream in bytes (0 = unlimited)")
+      ->capture_default_str();
+  cmd->add_option("--tier-weights", flags->tier_weights,
+                  "Weights of the storage tiers in a score reply's combined_scores, TIER=WEIGHT,... (tiers not "
+                  "named keep their default; scores stay device-only)")
       ->capture_default_str();
   cmd->add_option("--zmq", flags->zmq_sources,
                   "Bridge a vLLM / SGLang engine's ZMQ KV events in-process (repeatable, one per engine socket): "

@@ -105,6 +105,13 @@ int run_offline(StatsFlags& flags) {
   out.missing_events = built.summary.intake.missing_events;
   out.resets = built.summary.intake.resets;
   out.bad_lines = built.summary.read.bad_lines;
+  // Every tier, device included, as the live stats' "tiers"; the fields above are the device tree's.
+  const LaneIndexerMetrics applied = indexer.metrics();
+  for (const StorageTier tier : kStorageTiers) {
+    const std::size_t t = tier_index(tier);
+    out.tiers[std::string(to_string(tier))] = TierStats{sizes.streams_by_tier[t], sizes.blocks_by_tier[t],
+                                                        sizes.nodes_by_tier[t], applied.applied_by_tier[t]};
+  }
   auto dump = indexer.dump_events();
   if (!dump) {
     std::fprintf(stderr, "kvidx stats: the offline index failed\n");

@@ -31,7 +31,8 @@ class KvidxEngine final : public Engine {
   void enqueue(RouterEvent event) override { indexer_.enqueue_event(std::move(event)); }
   void flush() override { indexer_.flush(); }
   std::size_t find(std::span<const LocalBlockHash> query) const override {
-    return indexer_.find_matches(query).scores.size();
+    // The service's query path: device scores plus every lower tier's (none in these workloads).
+    return indexer_.find_tiered_matches(query).device.scores.size();
   }
   std::vector<RouterEvent> dump() override { return indexer_.dump_events().value_or(std::vector<RouterEvent>{}); }
   std::size_t rejected() const override {

@@ -158,8 +158,39 @@ IndexerStatus LaneIndexer::enqueue_event(RouterEvent event) {
 }
 
 void LaneIndexer::maybe_schedule_cleanup(LaneId lane) {
-  if (!tree_.try_schedule_cleanup()) return;
-  if (!push(*lanes_[lane], LaneTask{TaskKind::cleanup, {}, {}, nullptr})) tree_.cancel_scheduled_cleanup();
+  for_each_tree([&](StorageTier tier, ConcurrentRadixTree& tree) {
+    if (!tree.try_schedule_cleanup()) return;
+    LaneTask task{TaskKind::cleanup, {}, {}, nullptr};
+    task.tier = tier;
+    if (!push(*lanes_[lane], std::move(task))) tree.cancel_scheduled_cleanup();
+  });
+}
+
+ConcurrentRadixTree& LaneIndexer::lower_tree_or_create(StorageTier tier) {
+  if (ConcurrentRadixTree* tree = lower_tree(tier)) return *tree;
+  std::lock_guard lock(lower_trees_mutex_);
+  const std::size_t index = tier_index(tier) - 1;
+  if (!lower_owned_[index]) {
+    lower_owned_[index] = std::make_unique<ConcurrentRadixTree>();
+    // NOTE: published only once built; readers load it with acquire.
+    lower_trees_[index].store(lower_owned_[index].get(), std::memory_order_release);
+  }
+  return *lower_owned_[index];
+}
+
+const ConcurrentRadixTree* LaneIndexer::tier_tree(StorageTier tier) const {
+  return tier == StorageTier::device ? &tree_ : lower_tree(tier);
+}
+
+TieredOverlapScores LaneIndexer::find_tiered_matches(std::span<const LocalBlockHash> query, bool early_exit) const {
+  TieredOverlapScores out;
+  out.device = tree_.find_matches(query, early_exit);
+  for (std::size_t i = 0; i < kLowerTierCount; ++i) {
+    if (const auto* tree = lower_trees_[i].load(std::memory_order_acquire)) {
+      out.lower[i] = std::move(tree->find_matches(query, early_exit).scores);
+    }
+  }
+  return out;
 }
 
 std::shared_ptr<LaneIndexer::Completion> LaneIndexer::start_barrier(std::span<const LaneId> lanes, LaneTask task) {
@@ -203,7 +234,7 @@ IndexerStatus LaneIndexer::remove_worker(WorkerId worker_id) {
   const IndexerStatus status = finish_barrier(
       *start_barrier(all_lanes_, LaneTask{TaskKind::remove_worker, {}, WorkerWithDpRank{worker_id, 0}, nullptr}));
   // Catches anything a lane's lookups did not lead to (never expected; cheap when nothing is held).
-  tree_.remove_worker_sweep(worker_id);
+  for_each_tree([&](StorageTier, ConcurrentRadixTree& tree) { tree.remove_worker_sweep(worker_id); });
   return status;
 }
 
@@ -238,7 +269,16 @@ IndexerStatus LaneIndexer::reset_worker_dp_rank_and_wait(WorkerId worker_id, DpR
 
 std::optional<std::vector<RouterEvent>> LaneIndexer::dump_events() {
   if (flush() != IndexerStatus::ok) return std::nullopt;
-  std::vector<RouterEvent> events = tree_.dump_events();
+  std::vector<RouterEvent> events;
+  // Each tier's events carry their tier (device's none, as on the wire), so a restore rebuilds
+  // every tree; a stream's tiers are independent trees, so their order in the dump does not matter.
+  for_each_tree([&](StorageTier tier, const ConcurrentRadixTree& tree) {
+    std::vector<RouterEvent> tier_events = tree.dump_events();
+    for (auto& event : tier_events) {
+      if (tier != StorageTier::device) event.storage_tier = tier;
+      events.push_back(std::move(event));
+    }
+  });
   std::uint64_t next_id = 0;
   for (auto& event : events) event.event.event_id = next_id++;
   return events;
@@ -252,19 +292,28 @@ ShardSizes LaneIndexer::shard_sizes() {
 
 ShardSizes LaneIndexer::shard_sizes_now() const {
   ShardSizes sizes;
-  for (const auto& [stream, blocks] : tree_.stream_block_counts()) {
-    ++sizes.worker_count;
-    sizes.block_count += blocks;
-  }
-  sizes.node_count = tree_.node_count();
+  for_each_tree([&](StorageTier tier, const ConcurrentRadixTree& tree) {
+    const std::size_t t = tier_index(tier);
+    for (const auto& [stream, blocks] : tree.stream_block_counts()) {
+      ++sizes.streams_by_tier[t];
+      sizes.blocks_by_tier[t] += blocks;
+    }
+    sizes.nodes_by_tier[t] = tree.node_count();
+  });
+  sizes.worker_count = sizes.streams_by_tier[tier_index(StorageTier::device)];
+  sizes.block_count = sizes.blocks_by_tier[tier_index(StorageTier::device)];
+  sizes.node_count = sizes.nodes_by_tier[tier_index(StorageTier::device)];
   sizes.blocks_pending_cleanup = tree_.dead_block_estimate();
   return sizes;
 }
 
 std::vector<WorkerId> LaneIndexer::get_workers() {
   (void)barrier_on(all_lanes_, TaskKind::barrier, {});
+  // A worker holding blocks in any tier (one that offloaded everything is still a worker).
   std::vector<WorkerId> workers;
-  for (const auto& [stream, blocks] : tree_.stream_block_counts()) workers.push_back(stream.worker_id);
+  for_each_tree([&](StorageTier, const ConcurrentRadixTree& tree) {
+    for (const auto& [stream, blocks] : tree.stream_block_counts()) workers.push_back(stream.worker_id);
+  });
   std::sort(workers.begin(), workers.end());
   workers.erase(std::unique(workers.begin(), workers.end()), workers.end());
   return workers;
@@ -290,6 +339,9 @@ LaneIndexerMetrics LaneIndexer::metrics() const {
     for (std::size_t status = 0; status < LaneIndexerMetrics::kStatuses; ++status) {
       out.applied[kind][status] = applied_[kind][status].load(std::memory_order_relaxed);
     }
+  }
+  for (std::size_t tier = 0; tier < kStorageTierCount; ++tier) {
+    out.applied_by_tier[tier] = applied_by_tier_[tier].load(std::memory_order_relaxed);
   }
   out.approximate.enabled = pruner_ != nullptr;
   out.approximate.decisions_recorded = decisions_recorded_.load(std::memory_order_relaxed);
@@ -368,18 +420,57 @@ void LaneIndexer::run_task(Lane& lane, LaneTask& task) {
       for (const auto& [stream, lookup] : lane.lookup) {
         if (stream.worker_id == task.stream.worker_id) owned.push_back(stream);
       }
-      for (const auto stream : owned) tree_.remove_stream(lane.lookup, stream);
+      for (const auto& lookup : lane.lower_lookups) {
+        for (const auto& [stream, _] : lookup) {
+          if (stream.worker_id == task.stream.worker_id) owned.push_back(stream);
+        }
+      }
+      std::sort(owned.begin(), owned.end());
+      owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
+      for (const auto stream : owned) remove_stream_in_every_tier(lane, stream);
       return;
     }
-    case TaskKind::remove_stream: tree_.remove_stream(lane.lookup, task.stream); return;
-    case TaskKind::cleanup: tree_.run_cleanup(); return;
+    case TaskKind::remove_stream: remove_stream_in_every_tier(lane, task.stream); return;
+    case TaskKind::cleanup:
+      if (task.tier == StorageTier::device) {
+        tree_.run_cleanup();
+      } else if (ConcurrentRadixTree* tree = lower_tree(task.tier)) {
+        tree->run_cleanup();
+      }
+      return;
     case TaskKind::fail_for_test: throw std::runtime_error("injected lane failure");
     case TaskKind::stop: return;
   }
 }
 
+void LaneIndexer::remove_stream_in_every_tier(Lane& lane, WorkerWithDpRank stream) {
+  tree_.remove_stream(lane.lookup, stream);
+  for (std::size_t i = 0; i < kLowerTierCount; ++i) {
+    if (ConcurrentRadixTree* tree = lower_trees_[i].load(std::memory_order_acquire)) {
+      tree->remove_stream(lane.lower_lookups[i], stream);
+    }
+  }
+}
+
+ApplyResult LaneIndexer::apply_to_tiers(Lane& lane, const RouterEvent& event) {
+  const StorageTier tier = event.tier();
+  if (kind_of(event.event.data) == EventKind::cleared) {
+    // Clears the stream in every tier whatever its storage_tier (see the header).
+    ApplyResult result = tree_.apply_event(lane.lookup, event);
+    for (std::size_t i = 0; i < kLowerTierCount; ++i) {
+      if (ConcurrentRadixTree* tree = lower_trees_[i].load(std::memory_order_acquire)) {
+        (void)tree->apply_event(lane.lower_lookups[i], event);  // a Cleared always succeeds
+      }
+    }
+    return result;
+  }
+  if (tier == StorageTier::device) return tree_.apply_event(lane.lookup, event);
+  return lower_tree_or_create(tier).apply_event(lane.lower_lookups[tier_index(tier) - 1], event);
+}
+
 ApplyResult LaneIndexer::apply_counted(Lane& lane, const RouterEvent& event) {
-  ApplyResult result = tree_.apply_event(lane.lookup, event);
+  ApplyResult result = apply_to_tiers(lane, event);
+  applied_by_tier_[tier_index(event.tier())].fetch_add(1, std::memory_order_relaxed);
   applied_[static_cast<std::size_t>(kind_of(event.event.data))][static_cast<std::size_t>(result.status)].fetch_add(
       1, std::memory_order_relaxed);
   if (!result.ok()) {

@@ -29,6 +29,17 @@
 //   decision_order_mutex_ held exclusively: a decision is then either wholly before the drop
 //   (its Stored is queued ahead of it and wiped by it, and the pruner forgot it) or wholly after.
 //
+// Storage tiers (protocol.h StorageTier)
+// - Each tier is its own ConcurrentRadixTree: `tree()` is device (what find_matches and every
+//   device-only caller see); host_pinned, disk and external trees are created on the first event
+//   of that tier and live as long as the indexer (readers hold plain pointers to them).
+// - Tiers share the lanes: a stream's events go to its one lane whatever their tier, so its events
+//   apply in order across tiers. A lane keeps one DirectLookup per tier (a block's names per tier).
+// - Cleared (and a stream's removal or reset) clears the stream in every tier: the event stream and
+//   its event_id sequence are per (worker, rank), not per tier; vLLM's AllBlocksCleared carries no
+//   medium, and a publisher restart (which the intake turns into a Cleared) loses the engine's
+//   offloaded copies as well as its GPU blocks.
+//
 // Bench observation (lane_observation.h)
 // - Observed events and the observe_* barriers are their own task kinds: the plain enqueue path
 //   pays nothing for them. An observation reaches the lanes only through its ObservationLease.
@@ -55,6 +66,7 @@
 #include "libindexer/lanes/prune_config.h"
 #include "libindexer/lanes/routing_decision_pruner.h"
 #include "libindexer/protocol.h"
+#include "libindexer/tier_scores.h"
 #include "libindexer/tree/radix_tree.h"
 
 namespace kvidx {
@@ -69,12 +81,17 @@ enum class IndexerStatus : std::uint8_t {
 };
 
 struct ShardSizes {
+  // Device tree (the one `scores` answer for).
   std::size_t worker_count = 0;  // streams holding at least one block
   std::size_t block_count = 0;   // blocks held, summed over streams
   std::size_t node_count = 0;    // attached tree nodes
   // Blocks no stream holds any more, still attached until the next cleanup detaches them (an
   // upper bound; see ConcurrentRadixTree::dead_block_estimate).
   std::size_t blocks_pending_cleanup = 0;
+  // Every tier, device included (index tier_index): streams holding a block there, blocks held.
+  std::array<std::size_t, kStorageTierCount> streams_by_tier{};
+  std::array<std::size_t, kStorageTierCount> blocks_by_tier{};
+  std::array<std::size_t, kStorageTierCount> nodes_by_tier{};
 };
 
 struct ApproximateModeMetrics {
@@ -94,6 +111,7 @@ struct LaneIndexerMetrics {
   static constexpr std::size_t kKinds = 3;                             // EventKind
   static constexpr std::size_t kStatuses = 4;                          // ApplyStatus
   std::array<std::array<std::uint64_t, kStatuses>, kKinds> applied{};  // [EventKind][ApplyStatus]
+  std::array<std::uint64_t, kStorageTierCount> applied_by_tier{};      // events applied, by their tier
   std::vector<std::size_t> lane_queue_depths;                          // tasks waiting per lane
   // Synthetic events are also counted in `applied` (they go through the tree like any event).
   ApproximateModeMetrics approximate;
@@ -171,9 +189,12 @@ class LaneIndexer {
   // The counts as they stand, without waiting for the lanes (metrics gauges, scraped often).
   ShardSizes shard_sizes_now() const;
 
+  // Device scores only (the tree Dynamo's router reads).
   OverlapScores find_matches(std::span<const LocalBlockHash> query, bool early_exit = false) const {
     return tree_.find_matches(query, early_exit);
   }
+  // Device scores plus each lower tier's (a tier never stored costs one pointer load).
+  TieredOverlapScores find_tiered_matches(std::span<const LocalBlockHash> query, bool early_exit = false) const;
 
   // Events applied so far by kind and result, and the current queue depth of every lane.
   LaneIndexerMetrics metrics() const;
@@ -183,6 +204,8 @@ class LaneIndexer {
   bool offline() const { return offline_.load(std::memory_order_acquire); }
   ConcurrentRadixTree& tree() { return tree_; }
   const ConcurrentRadixTree& tree() const { return tree_; }
+  // The tree of `tier`; nullptr for a lower tier that no event has used yet.
+  const ConcurrentRadixTree* tier_tree(StorageTier tier) const;
 
   // Stops the prune pump, then stops and joins every lane after it drains what is queued.
   // Idempotent; the destructor calls it.
@@ -231,6 +254,7 @@ class LaneIndexer {
     std::shared_ptr<ObservationRun> observation{};  // observe_install
     std::uint32_t correlation_id = 0;               // observed_event
     std::uint64_t accepted_ns = 0;                  // observed_event
+    StorageTier tier = StorageTier::device;         // cleanup: the tree to clean
   };
 
   struct Lane {
@@ -241,7 +265,8 @@ class LaneIndexer {
     bool stopping = false;        // guarded by mutex: no task is accepted after stop
     std::thread thread;
     // Owned by the lane thread only.
-    DirectLookup lookup;
+    DirectLookup lookup;                                      // device tree
+    std::array<DirectLookup, kLowerTierCount> lower_lookups;  // index tier_index - 1
     bool failed = false;
     std::shared_ptr<ObservationRun> observation;  // installed observation, if any
   };
@@ -264,12 +289,38 @@ class LaneIndexer {
   void forget_engine_removal(const RouterEvent& event);
 
   ApplyResult apply_counted(Lane& lane, const RouterEvent& event);
+  ApplyResult apply_to_tiers(Lane& lane, const RouterEvent& event);
+  void remove_stream_in_every_tier(Lane& lane, WorkerWithDpRank stream);
+  ConcurrentRadixTree* lower_tree(StorageTier tier) const {
+    return lower_trees_[tier_index(tier) - 1].load(std::memory_order_acquire);
+  }
+  ConcurrentRadixTree& lower_tree_or_create(StorageTier tier);
+  // Visit(StorageTier, ConcurrentRadixTree&) for the device tree and every lower tree made so far.
+  template <typename Visit>
+  void for_each_tree(Visit&& visit) {
+    visit(StorageTier::device, tree_);
+    for (std::size_t i = 0; i < kLowerTierCount; ++i) {
+      if (auto* tree = lower_trees_[i].load(std::memory_order_acquire)) visit(kStorageTiers[i + 1], *tree);
+    }
+  }
+  template <typename Visit>
+  void for_each_tree(Visit&& visit) const {
+    visit(StorageTier::device, tree_);
+    for (std::size_t i = 0; i < kLowerTierCount; ++i) {
+      if (const auto* tree = lower_trees_[i].load(std::memory_order_acquire)) visit(kStorageTiers[i + 1], *tree);
+    }
+  }
   void maybe_schedule_cleanup(LaneId lane);
   void run_lane(Lane& lane);
   void run_task(Lane& lane, LaneTask& task);
   void fail_lane(Lane& lane, const char* what);
 
-  ConcurrentRadixTree tree_;
+  ConcurrentRadixTree tree_;  // device
+  // Lower tiers (index tier_index - 1), made on first use under lower_trees_mutex_ and published
+  // through the atomics; never freed before the indexer, so readers may keep the raw pointers.
+  std::array<std::atomic<ConcurrentRadixTree*>, kLowerTierCount> lower_trees_{};
+  std::array<std::unique_ptr<ConcurrentRadixTree>, kLowerTierCount> lower_owned_;  // guarded
+  std::mutex lower_trees_mutex_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<LaneId> all_lanes_;
 
@@ -280,6 +331,7 @@ class LaneIndexer {
   // NOTE: relaxed increments by the lane threads; readers only need each counter to be exact.
   std::array<std::array<std::atomic<std::uint64_t>, LaneIndexerMetrics::kStatuses>, LaneIndexerMetrics::kKinds>
       applied_{};
+  std::array<std::atomic<std::uint64_t>, kStorageTierCount> applied_by_tier_{};
 
   // Approximate mode (all null / idle otherwise).
   const LaneIndexerOptions options_;

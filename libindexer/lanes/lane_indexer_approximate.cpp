@@ -17,7 +17,10 @@ std::unique_lock<std::shared_mutex> LaneIndexer::exclusive_decision_order() {
 }
 
 void LaneIndexer::forget_engine_removal(const RouterEvent& event) {
+  // The pruner tracks device blocks only: a lower tier's Removed leaves them; a Cleared of any
+  // tier clears every tier (lane_indexer.h).
   if (const auto* removed = std::get_if<KvCacheRemoveData>(&event.event.data)) {
+    if (event.tier() != StorageTier::device) return;
     pruner_->forget_blocks(event.stream(), removed->block_hashes);
   } else if (std::holds_alternative<KvCacheClearData>(event.event.data)) {
     pruner_->remove_stream(event.stream());

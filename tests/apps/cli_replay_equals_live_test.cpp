@@ -233,6 +233,106 @@ TEST_CASE("a log with redeliveries, gaps and restarts dumps offline as the live 
   for (std::uint32_t seed : {17u, 2024u}) check_offline_equals_live(seed, {});
 }
 
+TEST_CASE("a log spread over storage tiers replays offline to the tiers and scores the live service holds") {
+  TempDir dir;
+  auto on = [](RouterEvent e, std::uint64_t id, std::optional<StorageTier> tier) {
+    e = with_id(std::move(e), id);
+    e.storage_tier = tier;
+    return e;
+  };
+  std::size_t lines = 0;
+  {
+    EventLogWriter log(dir.file("tiers.jsonl"));
+    auto write = [&](const RouterEvent& e) {
+      log.write(e);
+      ++lines;
+    };
+    // Worker 1 offloads 1,2,3 to host_pinned, evicts 3 from device, keeps 1 on disk; a redelivery.
+    write(on(make_store_event(1, {1, 2, 3}), 0, std::nullopt));
+    write(on(make_store_event(1, {1, 2, 3}), 1, StorageTier::host_pinned));
+    write(on(make_remove_event_with_parent(1, {1, 2}, {3}), 2, StorageTier::device));
+    const RouterEvent disk = on(make_store_event(1, {1}), 3, StorageTier::disk);
+    write(disk);
+    write(disk);
+    // Worker 2: external, then a Cleared tagged host_pinned (clears every tier), then host_pinned
+    // again, then a publisher restart (every tier cleared) and device blocks.
+    write(on(make_store_event(2, {1, 2}), 0, StorageTier::external));
+    write(on(make_clear_event_with_dp_rank(2, 0), 1, StorageTier::host_pinned));
+    write(on(make_store_event(2, {1}), 2, StorageTier::host_pinned));
+    write(on(make_store_event(2, {1, 2}), 3, StorageTier::disk));
+    write(on(make_store_event(2, {1, 2}), 0, std::nullopt));
+    // Worker 3: only external.
+    write(on(make_store_event(3, {1, 2, 3}), 0, StorageTier::external));
+    REQUIRE(log.close());
+  }
+  {
+    std::ofstream queries(dir.file("queries.jsonl"));
+    queries << R"({"id": 1, "local_hashes": [1, 2, 3]})" << '\n';
+  }
+
+  LiveService live(dir, {"--tier-weights", "disk=0.5"});
+  REQUIRE(live.wait_ready());
+  auto published = run_command({kKvidx, "publish", "--nats", live.server.url(), "--events", dir.file("tiers.jsonl")});
+  REQUIRE_MESSAGE(published.exit_code == 0, published.err);
+  REQUIRE(live.wait_all_taken(lines));
+  const auto live_stats = live.stats();
+  CHECK(live_stats["duplicates"] == 1);
+  CHECK(live_stats["resets"] == 1);
+
+  auto live_dump = run_command({kKvidx, "dump", "--nats", live.server.url()});
+  REQUIRE_MESSAGE(live_dump.exit_code == 0, live_dump.err);
+  auto offline_dump = run_command({kKvidx, "dump", "--events", dir.file("tiers.jsonl")});
+  REQUIRE_MESSAGE(offline_dump.exit_code == 0, offline_dump.err);
+  const auto live_holdings = dump_holdings(live_dump.out);
+  CHECK(dump_holdings(offline_dump.out) == live_holdings);
+  std::set<std::string> tiers_held;
+  for (const auto& holding : live_holdings) tiers_held.insert(std::get<4>(holding));
+  CHECK(tiers_held == std::set<std::string>{"device", "host_pinned", "disk", "external"});
+
+  auto score = run_command({kKvidx, "score", "--nats", live.server.url(), "--hashes", "1,2,3"});
+  REQUIRE_MESSAGE(score.exit_code == 0, score.err);
+  const auto live_reply = nlohmann::json::parse(score.out);
+  // Device: worker 1 holds 1,2 (3 evicted), worker 2 1,2 after its restart.
+  CHECK(live_reply["scores"] ==
+        nlohmann::json::parse(R"([{"worker_id":1,"dp_rank":0,"score":2},{"worker_id":2,"dp_rank":0,"score":2}])"));
+  CHECK(live_reply["tier_scores"] == nlohmann::json::parse(R"({"host_pinned":[{"worker_id":1,"dp_rank":0,"score":3}],
+                                  "disk":[{"worker_id":1,"dp_rank":0,"score":1}],
+                                  "external":[{"worker_id":3,"dp_rank":0,"score":3}]})"));
+  auto replay =
+      run_command({kKvidx, "replay", "--events", dir.file("tiers.jsonl"), "--queries", dir.file("queries.jsonl"),
+                   "--scores-out", dir.file("scores.jsonl"), "--tier-weights", "disk=0.5"});
+  REQUIRE_MESSAGE(replay.exit_code == 0, replay.err);
+  std::ifstream answers(dir.file("scores.jsonl"));
+  std::string line;
+  REQUIRE(std::getline(answers, line));
+  const auto offline = nlohmann::json::parse(line);
+  CHECK(offline["scores"] == live_reply["scores"]);
+  CHECK(offline["tier_scores"] == live_reply["tier_scores"]);
+  REQUIRE(offline["combined_scores"].size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(offline["combined_scores"][i]["worker_id"] == live_reply["combined_scores"][i]["worker_id"]);
+    CHECK(offline["combined_scores"][i]["score"].get<double>() ==
+          doctest::Approx(live_reply["combined_scores"][i]["score"].get<double>()));
+  }
+  // Worker 1: 2 device blocks, then the third from host_pinned.
+  CHECK(live_reply["combined_scores"][0]["score"].get<double>() == doctest::Approx(2 + 0.75));
+  CHECK(live_reply["combined_scores"][2]["score"].get<double>() == doctest::Approx(3 * 0.1));
+
+  auto offline_stats = run_command({kKvidx, "stats", "--events", dir.file("tiers.jsonl")});
+  REQUIRE_MESSAGE(offline_stats.exit_code == 0, offline_stats.err);
+  const auto s = nlohmann::json::parse(offline_stats.out);
+  for (const std::string tier : {"device", "host_pinned", "disk", "external"}) {
+    CAPTURE(tier);
+    CHECK(s["tiers"][tier]["blocks"] == live_stats["tiers"][tier]["blocks"]);
+    CHECK(s["tiers"][tier]["streams"] == live_stats["tiers"][tier]["streams"]);
+  }
+  CHECK(s["tiers"]["external"]["blocks"] == 3);
+  auto tree = run_command({kKvidx, "dump", "--events", dir.file("tiers.jsonl"), "--tree"});
+  REQUIRE_MESSAGE(tree.exit_code == 0, tree.err);
+  CHECK_MESSAGE(tree.out.find("tier host_pinned:\n[1 2 3] (3 blocks) 1/0\n") != std::string::npos, tree.out);
+  CHECK(live.serve.stop() == 0);
+}
+
 TEST_CASE("with --clear-on-gap a faulty log dumps offline as the live service holds it") {
   check_offline_equals_live(99u, {"--clear-on-gap"});
 }

@@ -3,7 +3,10 @@
 #include <xxhash.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "libcodec/query_codec.h"
 #include "libindexer/hashing.h"
@@ -183,4 +186,71 @@ TEST_CASE("ok reply is recognised, nothing else is") {
   CHECK_FALSE(is_ok_reply(encode_error_reply({"bad_request", "no such worker"})));
   CHECK_FALSE(is_ok_reply("true"));
   CHECK_FALSE(is_ok_reply(""));
+}
+
+TEST_CASE("score_reply_with_tiers_round_trips_and_stays_unchanged_without_them") {
+  TieredOverlapScores scores;
+  scores.device.scores[{3, 0}] = 2;
+  scores.device.frequencies = {1, 1};
+  scores.device.tree_sizes[{3, 0}] = 2;
+  // Device-only and default weights: the reply is byte for byte the device reply.
+  CHECK(encode_score_reply(make_score_reply(scores, TierWeights{})) ==
+        encode_score_reply(make_score_reply(scores.device)));
+  CHECK(json::parse(encode_score_reply(make_score_reply(scores, TierWeights{}))).contains("tier_scores") == false);
+
+  scores.lower[tier_index(StorageTier::host_pinned) - 1][{9, 1}] = 4;
+  scores.lower[tier_index(StorageTier::host_pinned) - 1][{3, 0}] = 5;
+  scores.lower[tier_index(StorageTier::external) - 1][{9, 0}] = 1;
+  const ScoreReply reply = make_score_reply(scores, TierWeights{});
+  REQUIRE(reply.tier_scores.size() == 2);
+  CHECK(reply.tier_scores[0].tier == StorageTier::host_pinned);
+  CHECK(reply.tier_scores[0].scores == std::vector<WorkerScore>{{{3, 0}, 5}, {{9, 1}, 4}});
+  CHECK(reply.tier_scores[1].tier == StorageTier::external);
+  REQUIRE(reply.combined_scores.has_value());
+  CHECK(*reply.combined_scores ==
+        std::vector<WorkerCombinedScore>{{{3, 0}, 2 + 3 * 0.75}, {{9, 0}, 0.1}, {{9, 1}, 3.0}});
+  const std::string text = encode_score_reply(reply);
+  const json doc = json::parse(text);
+  // `scores` stay the device tier's.
+  CHECK(doc["scores"] == json::array({json{{"worker_id", 3}, {"dp_rank", 0}, {"score", 2}}}));
+  CHECK(doc["tier_scores"]["host_pinned"][1] == json{{"worker_id", 9}, {"dp_rank", 1}, {"score", 4}});
+  CHECK_FALSE(doc["tier_scores"].contains("disk"));
+  CHECK(doc["combined_scores"][0]["score"].get<double>() == doctest::Approx(4.25));
+  auto back = decode_score_reply(text);
+  REQUIRE(back.ok());
+  CHECK(back.value() == reply);
+
+  // A device weight other than 1 always says the combined score.
+  TieredOverlapScores device_only;
+  device_only.device.scores[{3, 0}] = 2;
+  std::string error;
+  const auto half = parse_tier_weights("device=0.5", error);
+  REQUIRE(half.has_value());
+  const ScoreReply halved = make_score_reply(device_only, *half);
+  CHECK(halved.tier_scores.empty());
+  REQUIRE(halved.combined_scores.has_value());
+  CHECK(*halved.combined_scores == std::vector<WorkerCombinedScore>{{{3, 0}, 1.0}});
+
+  auto bad_tier = decode_score_reply(R"({"scores":[],"frequencies":[],"tree_sizes":[],"tier_scores":{"tape":[]}})");
+  REQUIRE_FALSE(bad_tier.ok());
+  CHECK(bad_tier.error().message() ==
+        "tier_scores.tape: unknown tier (expected host_pinned, disk or external; device scores are `scores`)");
+  CHECK_FALSE(
+      decode_score_reply(
+          R"({"scores":[],"frequencies":[],"tree_sizes":[],"combined_scores":[{"worker_id":1,"dp_rank":0,"score":"x"}]})")
+          .ok());
+}
+
+TEST_CASE("score_reply_decoder_agrees_with_the_schema_on_the_tier_corpus") {
+  auto read = [](const char* name) {
+    std::ifstream in(std::string(KVIDX_SOURCE_DIR) + "/tests/data/wire/" + name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto valid = decode_score_reply(read("valid/score-query-reply.tiers.json"));
+  REQUIRE(valid.ok());
+  REQUIRE(valid.value().tier_scores.size() == 1);
+  CHECK(valid.value().tier_scores[0].tier == StorageTier::host_pinned);
+  REQUIRE(valid.value().combined_scores.has_value());
+  CHECK(valid.value().combined_scores->at(0).score == 3.5);
+  CHECK_FALSE(decode_score_reply(read("invalid/score-query-reply.device-in-tier-scores.json")).ok());
 }

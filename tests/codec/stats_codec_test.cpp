@@ -55,9 +55,9 @@ TEST_CASE("stats reply keys are alphabetical, snapshot age is null when snapshot
   CHECK(doc.at("mode") == "jetstream");
   CHECK(doc.at("queries_rejected_by_reason") == json{{"bad_json", 2}, {"limit", 1}});
   CHECK(doc.at("max_streams") == reply.max_streams);
-  CHECK(doc.size() ==
-        std::size(kStatsCounters) + 8);  // + ready, not_ready_reason, snapshot_stale, snapshot_age_seconds, mode,
-                                         // queries_rejected_by_reason, replica, restored_from
+  // + ready, not_ready_reason, snapshot_stale, snapshot_age_seconds, mode, queries_rejected_by_reason, replica,
+  // restored_from, tiers, tier_weights
+  CHECK(doc.size() == std::size(kStatsCounters) + 10);
   const auto keys = keys_of(text);
   CHECK(std::is_sorted(keys.begin(), keys.end()));
   auto decoded = decode_stats_reply(text);
@@ -97,7 +97,7 @@ TEST_CASE("live stats print the reply's keys, then the dump's tree shape") {
   const StatsReply reply = sample_reply();
   const std::string text = encode_live_stats(reply, TreeShape{7, "dump", {{1, 3}, {4, 1}}});
   const auto keys = keys_of(text);
-  REQUIRE(keys.size() == std::size(kStatsCounters) + 8 + 3);
+  REQUIRE(keys.size() == std::size(kStatsCounters) + 10 + 3);
   CHECK(std::is_sorted(keys.begin(), keys.end() - 3));
   CHECK(std::vector<std::string>(keys.end() - 3, keys.end()) ==
         std::vector<std::string>{"distinct_blocks", "edge_lengths_from", "edge_length_histogram"});
@@ -120,7 +120,7 @@ TEST_CASE("offline stats keep their key order") {
   stats.gaps = 1;
   stats.bad_lines = 2;
   const std::string text = encode_offline_stats(stats);
-  CHECK(keys_of(text) == std::vector<std::string>{"workers", "streams", "blocks", "distinct_blocks", "nodes",
+  CHECK(keys_of(text) == std::vector<std::string>{"workers", "streams", "blocks", "distinct_blocks", "nodes", "tiers",
                                                   "edge_lengths_from", "edge_length_histogram", "events_by_type",
                                                   "events_by_result", "duplicates", "gaps", "missing_events", "resets",
                                                   "bad_lines"});

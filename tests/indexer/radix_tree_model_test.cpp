@@ -5,6 +5,9 @@
 // A small local-hash alphabet makes streams share prefixes, so edges split, grow, die and revive.
 // Two fleets: every stream names a block by the same chain hash (a shared hash seed), or every
 // stream hashes its own way (external hash = f(stream, chain hash), engines without a shared seed).
+// A third run spreads every stream's events over the four storage tiers: each tier is its own
+// model (a Cleared or a removal of the stream empties every tier's), and each tier's tree must
+// match its model alone.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -133,7 +136,10 @@ struct Scenario {
   DpRank ranks;
   std::uint64_t alphabet;
   Naming naming{};
+  bool tiers = false;  // events spread over every storage tier (else all device)
 };
+
+using TierModels = std::vector<PathModel>;  // index tier_index
 
 // Stored chain of `locals` after `parent` (the stream's name of it), named as `stream` names blocks.
 KvCacheStoreData chain(const Naming& naming, WorkerWithDpRank stream, std::optional<ExternalSequenceBlockHash> parent,
@@ -149,26 +155,53 @@ KvCacheStoreData chain(const Naming& naming, WorkerWithDpRank stream, std::optio
   return data;
 }
 
-void verify(const LaneIndexer& index, const PathModel& model, const Scenario& scenario, std::mt19937_64& rng,
+void verify(const LaneIndexer& index, const TierModels& models, const Scenario& scenario, std::mt19937_64& rng,
             std::size_t op) {
+  const PathModel& model = models[tier_index(StorageTier::device)];
   for (WorkerId w = 0; w < scenario.workers; ++w) {
     for (DpRank r = 0; r < scenario.ranks; ++r) {
       const WorkerWithDpRank stream{w, r};
       INFO("seed " << scenario.seed << " op " << op << " stream " << w << "/" << r);
       REQUIRE(index.tree().block_count(stream) == model.block_count(stream));
+      for (const StorageTier tier : kStorageTiers) {
+        const ConcurrentRadixTree* tree = index.tier_tree(tier);
+        CAPTURE(to_string(tier));
+        REQUIRE((tree == nullptr ? 0 : tree->block_count(stream)) == models[tier_index(tier)].block_count(stream));
+      }
     }
   }
   for (int q = 0; q < 24; ++q) {
     Path query;
     // Half the queries follow a held path (then maybe wander off), half are random.
     const WorkerWithDpRank owner{rng() % scenario.workers, static_cast<DpRank>(rng() % scenario.ranks)};
-    if (auto held = model.pick(owner, rng); held && q % 2 == 0) query = held->second;
+    // NOTE: tiered runs follow each tier's paths in turn (no extra draw: the others keep their sequence).
+    const PathModel& source = scenario.tiers ? models[static_cast<std::size_t>(q) % kStorageTierCount] : model;
+    if (auto held = source.pick(owner, rng); held && q % 2 == 0) query = held->second;
     const std::size_t extra = rng() % 4;
     for (std::size_t i = 0; i < extra || query.empty(); ++i) query.push_back(1 + rng() % scenario.alphabet);
 
     std::vector<LocalBlockHash> locals;
     for (const auto v : query) locals.push_back(LocalBlockHash{v});
-    const OverlapScores scores = index.find_matches(locals);
+    const TieredOverlapScores tiered = index.find_tiered_matches(locals);
+    const OverlapScores& scores = tiered.device;
+    REQUIRE(index.find_matches(locals).scores == scores.scores);
+    // Lower tiers: each against its own model only.
+    for (const StorageTier tier : kStorageTiers) {
+      if (tier == StorageTier::device) continue;
+      const auto& tier_scores = tiered.scores_of(tier);
+      std::size_t scored = 0;
+      for (WorkerId w = 0; w < scenario.workers; ++w) {
+        for (DpRank r = 0; r < scenario.ranks; ++r) {
+          const WorkerWithDpRank stream{w, r};
+          const std::uint32_t want = models[tier_index(tier)].score(stream, query);
+          INFO("seed " << scenario.seed << " op " << op << " tier " << to_string(tier) << " stream " << w << "/" << r);
+          const auto it = tier_scores.find(stream);
+          REQUIRE((it == tier_scores.end() ? 0u : it->second) == want);
+          if (want > 0) ++scored;
+        }
+      }
+      REQUIRE(tier_scores.size() == scored);
+    }
     std::size_t expected_streams = 0;
     for (WorkerId w = 0; w < scenario.workers; ++w) {
       for (DpRank r = 0; r < scenario.ranks; ++r) {
@@ -193,7 +226,7 @@ void verify(const LaneIndexer& index, const PathModel& model, const Scenario& sc
 void run_scenario(const Scenario& scenario) {
   std::mt19937_64 rng(scenario.seed);
   LaneIndexer index(scenario.lanes);
-  PathModel model(scenario.naming);
+  TierModels models(kStorageTierCount, PathModel(scenario.naming));
   std::vector<ExternalSequenceBlockHash> retired;  // hashes once stored: removes of stale entries
   const std::size_t ops = ops_per_seed();
   auto random_locals = [&](std::size_t max_len) {
@@ -212,9 +245,15 @@ void run_scenario(const Scenario& scenario) {
     while (!stop_reader.load(std::memory_order_relaxed)) {
       query.assign(1 + reader_rng() % 10, LocalBlockHash{});
       for (auto& local : query) local.value = 1 + reader_rng() % scenario.alphabet;
-      const OverlapScores scores = index.find_matches(query);
+      const TieredOverlapScores tiered = index.find_tiered_matches(query);
+      const OverlapScores& scores = tiered.device;
       for (const auto& [stream, score] : scores.scores) {
         if (score == 0 || score > query.size() || !scores.tree_sizes.contains(stream)) bad_reads.fetch_add(1);
+      }
+      for (const auto& lower : tiered.lower) {
+        for (const auto& [stream, score] : lower) {
+          if (score == 0 || score > query.size()) bad_reads.fetch_add(1);
+        }
       }
     }
   });
@@ -224,6 +263,10 @@ void run_scenario(const Scenario& scenario) {
     const WorkerWithDpRank stream{rng() % scenario.workers, static_cast<DpRank>(rng() % scenario.ranks)};
     const unsigned roll = static_cast<unsigned>(rng() % 100);
     RouterEvent event{stream.worker_id, KvCacheEvent{op, KvCacheClearData{}, stream.dp_rank}, std::nullopt};
+    // NOTE: drawn only in the tiered scenarios, so the device-only ones keep their exact sequence.
+    const StorageTier tier = scenario.tiers ? kStorageTiers[rng() % kStorageTierCount] : StorageTier::device;
+    if (scenario.tiers) event.storage_tier = tier;
+    PathModel& model = models[tier_index(tier)];
     if (roll < 38) {
       auto parent = model.pick(stream, rng);
       if (!parent) continue;
@@ -262,15 +305,17 @@ void run_scenario(const Scenario& scenario) {
       model.remove(stream, hashes);
       event.event.data = KvCacheRemoveData{std::move(hashes)};
     } else if (roll < 96) {
-      model.clear(stream);  // event already is Cleared
+      for (auto& each : models) each.clear(stream);  // event already is Cleared: every tier
     } else if (roll < 98) {
       REQUIRE(index.remove_worker_dp_rank(stream.worker_id, stream.dp_rank) == IndexerStatus::ok);
-      model.clear(stream);
+      for (auto& each : models) each.clear(stream);
       ++performed;
       continue;
     } else if (roll < 99) {
       REQUIRE(index.remove_worker(stream.worker_id) == IndexerStatus::ok);
-      for (DpRank r = 0; r < scenario.ranks; ++r) model.clear({stream.worker_id, r});
+      for (auto& each : models) {
+        for (DpRank r = 0; r < scenario.ranks; ++r) each.clear({stream.worker_id, r});
+      }
       ++performed;
       continue;
     } else {
@@ -283,16 +328,16 @@ void run_scenario(const Scenario& scenario) {
 
     if (op % 256 == 255) {
       REQUIRE(index.flush() == IndexerStatus::ok);
-      verify(index, model, scenario, rng, op);
+      verify(index, models, scenario, rng, op);
     }
   }
   stop_reader.store(true);
   reader.join();
   CHECK(bad_reads.load() == 0);
   REQUIRE(index.flush() == IndexerStatus::ok);
-  verify(index, model, scenario, rng, performed);
+  verify(index, models, scenario, rng, performed);
   index.tree().run_cleanup();
-  verify(index, model, scenario, rng, performed);
+  verify(index, models, scenario, rng, performed);
 
   // A dump restores to the same index: every stream's blocks under its own names.
   {
@@ -303,7 +348,7 @@ void run_scenario(const Scenario& scenario) {
     REQUIRE(restored.enqueue_events(*dumped) == IndexerStatus::ok);
     REQUIRE(restored.flush() == IndexerStatus::ok);
     CHECK(restored.metrics().applied_with(ApplyStatus::ok) == dumped_events);
-    verify(restored, model, scenario, rng, performed);
+    verify(restored, models, scenario, rng, performed);
   }
 
   // Dropping every stream returns the tree to empty once cleanup runs.
@@ -313,6 +358,7 @@ void run_scenario(const Scenario& scenario) {
   CHECK(index.tree().node_count() == 0);
   CHECK(RadixTreeTestPeer::raw_child_edge_count(index.tree()) == 0);
   CHECK(index.tree().attached_block_count() == 0);
+  CHECK(index.shard_sizes().blocks_by_tier == std::array<std::size_t, kStorageTierCount>{});
 }
 
 }  // namespace
@@ -332,6 +378,19 @@ TEST_CASE("randomized events through lanes match the path model when every strea
   const std::vector<Scenario> scenarios{
       {11, 4, 6, 2, 5, per_stream}, {12, 3, 4, 3, 3, per_stream}, {13, 2, 8, 1, 6, per_stream},
       {14, 4, 3, 4, 4, per_stream}, {15, 1, 5, 2, 8, per_stream},
+  };
+  for (const auto& scenario : scenarios) {
+    CAPTURE(scenario.seed);
+    run_scenario(scenario);
+  }
+}
+
+TEST_CASE("randomized events through lanes match the path model in every storage tier") {
+  const Naming per_stream{true};
+  const std::vector<Scenario> scenarios{
+      {21, 4, 6, 2, 5, {}, true},
+      {22, 2, 4, 3, 3, per_stream, true},
+      {23, 1, 5, 2, 4, {}, true},
   };
   for (const auto& scenario : scenarios) {
     CAPTURE(scenario.seed);
