@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "bench/app/commands.h"
+#include "bench/common/engine_runs.h"
 #include "bench/common/report.h"
 #include "bench/common/workloads.h"
 #include "libindexer/hashing.h"
@@ -28,30 +29,6 @@ namespace {
 struct Figures {
   std::map<std::string, double> values;
 };
-
-// NOTE: applies a copy made outside the clock; the caller's events stay allocated, so memory they
-// free cannot be reused by the index and hide its growth from the RSS delta.
-double apply_all(Engine& engine, const std::vector<RouterEvent>& source) {
-  std::vector<RouterEvent> events = source;
-  const auto t0 = Clock::now();
-  for (auto& e : events) engine.enqueue(std::move(e));
-  engine.flush();
-  return seconds_since(t0);
-}
-
-Percentiles time_queries(const Engine& engine, const std::vector<std::vector<LocalBlockHash>>& queries) {
-  std::vector<std::uint32_t> ns;
-  ns.reserve(queries.size());
-  std::size_t sink = 0;
-  for (const auto& q : queries) {
-    const auto t0 = Clock::now();
-    sink += engine.find(q);
-    ns.push_back(
-        static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
-  }
-  if (sink == static_cast<std::size_t>(-1)) std::puts("");
-  return percentiles(ns);
-}
 
 // The churn generator: per worker, its held sequences (oldest first) and a count per block it holds.
 class PrefixChurn {

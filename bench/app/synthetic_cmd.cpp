@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "bench/app/commands.h"
+#include "bench/common/engine_runs.h"
 #include "bench/common/report.h"
 #include "bench/common/workloads.h"
 
@@ -27,28 +28,6 @@ namespace {
 struct Figures {
   std::map<std::string, double> values;  // figure key -> value
 };
-
-double apply_all(Engine& engine, const std::vector<RouterEvent>& events) {
-  std::vector<RouterEvent> copy = events;  // outside the clock
-  const auto t0 = Clock::now();
-  for (auto& e : copy) engine.enqueue(std::move(e));
-  engine.flush();
-  return seconds_since(t0);
-}
-
-Percentiles time_queries(const Engine& engine, const std::vector<std::vector<LocalBlockHash>>& queries) {
-  std::vector<std::uint32_t> ns;
-  ns.reserve(queries.size());
-  std::size_t sink = 0;
-  for (const auto& q : queries) {
-    const auto t0 = Clock::now();
-    sink += engine.find(q);
-    ns.push_back(
-        static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
-  }
-  if (sink == static_cast<std::size_t>(-1)) std::puts("");
-  return percentiles(ns);
-}
 
 // Applies all of `churn` in batches (a flush per batch keeps the queues short), publishing progress.
 void writer_loop(Engine& engine, const std::vector<RouterEvent>& churn, std::atomic<std::size_t>& applied) {

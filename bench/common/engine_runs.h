@@ -1,0 +1,21 @@
+// Timed runs of an Engine shared by the workload benches: applying a list of events, and timing
+// find_matches one query at a time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/common/engines.h"
+#include "bench/common/report.h"
+
+namespace kvidx::bench {
+
+// Seconds to apply `events` and wait for them. NOTE: a copy made outside the clock is applied;
+// the caller's events stay allocated, so memory they free cannot be reused by the index and hide
+// its growth from an RSS delta.
+double apply_all(Engine& engine, const std::vector<RouterEvent>& events);
+
+// find_matches latency of every query, on the calling thread.
+Percentiles time_queries(const Engine& engine, const std::vector<std::vector<LocalBlockHash>>& queries);
+
+}  // namespace kvidx::bench
