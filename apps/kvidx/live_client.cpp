@@ -27,6 +27,17 @@ struct LiveClient::Impl {
     std::fprintf(stderr, "kvidx %s: %s\n", command.c_str(), message.c_str());
     exit_code = code;
   }
+  // A request on `subject` failed after `attempts` tries (0: a plain request, not retried).
+  void request_failed(int& exit_code, const bus::BusError& error, const std::string& subject, int attempts) const {
+    if (error.status == NATS_MISMATCH) return fail(exit_code, kExitIncomplete, error.message);
+    const bool no_service = error.status == NATS_NO_RESPONDERS || error.timed_out();
+    const std::string tries = attempts > 0 ? fmt::format(" after {} attempt(s)", attempts) : std::string();
+    fail(exit_code, kExitUnreachable,
+         refused_by_server(connection) ? explain_refusal(connection)
+         : no_service ? fmt::format("no reply on {} within {} s{} (is kvidx serve running with prefix '{}'?)", subject,
+                                    flags.timeout_s, tries, flags.prefix)
+                      : error.message);
+  }
 };
 
 void add_live_flags(CLI::App& cmd, LiveFlags& flags, bool live_needs_nats_flag) {
@@ -74,17 +85,7 @@ const bus::Subjects& LiveClient::subjects() const { return impl_->subjects; }
 std::optional<std::string> LiveClient::request(const std::string& subject, const std::string& body, int& exit_code) {
   auto reply = bus::request_accepting_chunks(impl_->connection, subject, body, impl_->timeout_ms());
   if (!reply) {
-    const auto status = reply.error().status;
-    if (status == NATS_MISMATCH) {
-      impl_->fail(exit_code, kExitIncomplete, reply.error().message);
-    } else {
-      const bool no_service = status == NATS_NO_RESPONDERS || reply.error().timed_out();
-      impl_->fail(exit_code, kExitUnreachable,
-                  refused_by_server(impl_->connection) ? explain_refusal(impl_->connection)
-                  : no_service ? fmt::format("no reply on {} within {} s (is kvidx serve running with prefix '{}'?)",
-                                             subject, impl_->flags.timeout_s, impl_->flags.prefix)
-                               : reply.error().message);
-    }
+    impl_->request_failed(exit_code, reply.error(), subject, 0);
     return std::nullopt;
   }
   return std::move(reply).value();
@@ -97,19 +98,7 @@ std::optional<std::string> LiveClient::request_retrying(const std::string& subje
   policy.timeout_ms = impl_->timeout_ms();
   auto reply = bus::request_retrying(impl_->connection, subject, body, policy);
   if (!reply) {
-    const auto status = reply.error().status;
-    if (status == NATS_MISMATCH) {
-      impl_->fail(exit_code, kExitIncomplete, reply.error().message);
-    } else {
-      const bool no_service = status == NATS_NO_RESPONDERS || reply.error().timed_out();
-      impl_->fail(exit_code, kExitUnreachable,
-                  refused_by_server(impl_->connection) ? explain_refusal(impl_->connection)
-                  : no_service
-                      ? fmt::format("no reply on {} within {} s after {} attempt(s) (is kvidx serve running with "
-                                    "prefix '{}'?)",
-                                    subject, impl_->flags.timeout_s, impl_->flags.retries + 1, impl_->flags.prefix)
-                      : reply.error().message);
-    }
+    impl_->request_failed(exit_code, reply.error(), subject, impl_->flags.retries + 1);
     return std::nullopt;
   }
   if (attempts != nullptr) *attempts = reply.value().attempts;
