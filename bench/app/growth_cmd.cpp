@@ -26,10 +26,6 @@
 namespace kvidx::bench {
 namespace {
 
-struct Figures {
-  std::map<std::string, double> values;
-};
-
 // The churn generator: per worker, its held sequences (oldest first) and a count per block it holds.
 class PrefixChurn {
  public:
@@ -183,17 +179,7 @@ int run_growth(const GrowthArgs& args) {
                              {"bases", args.churn_bases},     {"depth", args.churn_depth},
                              {"rounds", args.churn_rounds},   {"lanes", args.lanes}};
   auto row = [&](std::string figure, std::string unit, bool higher, const std::string& key) {
-    Row r{std::move(figure), std::move(unit), higher, 0, {}};
-    for (const auto& [kind, f] : results) {
-      const auto it = f.values.find(key);
-      if (it == f.values.end()) return;
-      if (kind == EngineKind::kvidx) {
-        r.kvidx = it->second;
-      } else {
-        r.baselines.emplace_back(engine_name(kind), it->second);
-      }
-    }
-    report.add(std::move(r));
+    add_engine_row(report, results, std::move(figure), std::move(unit), higher, key);
   };
   for (const double millions : args.sizes) {
     const std::string key = fmt::format("{:g}M", millions);

@@ -25,10 +25,6 @@
 namespace kvidx::bench {
 namespace {
 
-struct Figures {
-  std::map<std::string, double> values;  // figure key -> value
-};
-
 // Applies all of `churn` in batches (a flush per batch keeps the queues short), publishing progress.
 void writer_loop(Engine& engine, const std::vector<RouterEvent>& churn, std::atomic<std::size_t>& applied) {
   constexpr std::size_t kBatch = 1024;
@@ -246,17 +242,7 @@ int run_synthetic(const SyntheticArgs& args) {
   auto& raw = report.extra()["raw"] = nlohmann::json::object();
   for (const auto& [kind, f] : results) raw[engine_name(kind)] = f.values;
   auto row = [&](std::string figure, std::string unit, bool higher, const std::string& key) {
-    Row r{std::move(figure), std::move(unit), higher, 0, {}};
-    for (const auto& [kind, f] : results) {
-      const auto it = f.values.find(key);
-      if (it == f.values.end()) return;
-      if (kind == EngineKind::kvidx) {
-        r.kvidx = it->second;
-      } else {
-        r.baselines.emplace_back(engine_name(kind), it->second);
-      }
-    }
-    report.add(std::move(r));
+    add_engine_row(report, results, std::move(figure), std::move(unit), higher, key);
   };
   row("apply, 1 lane", "events/s", true, "apply1_events");
   row("apply, 1 lane", "blocks/s", true, "apply1_blocks");

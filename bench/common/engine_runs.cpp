@@ -13,6 +13,21 @@ double apply_all(Engine& engine, const std::vector<RouterEvent>& events) {
   return seconds_since(t0);
 }
 
+void add_engine_row(Report& report, const std::vector<std::pair<EngineKind, Figures>>& results, std::string figure,
+                    std::string unit, bool higher_is_better, const std::string& key) {
+  Row r{std::move(figure), std::move(unit), higher_is_better, 0, {}};
+  for (const auto& [kind, f] : results) {
+    const auto it = f.values.find(key);
+    if (it == f.values.end()) return;
+    if (kind == EngineKind::kvidx) {
+      r.kvidx = it->second;
+    } else {
+      r.baselines.emplace_back(engine_name(kind), it->second);
+    }
+  }
+  report.add(std::move(r));
+}
+
 Percentiles time_queries(const Engine& engine, const std::vector<std::vector<LocalBlockHash>>& queries) {
   std::vector<std::uint32_t> ns;
   ns.reserve(queries.size());

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/common/engines.h"
@@ -14,6 +17,15 @@ namespace kvidx::bench {
 // the caller's events stay allocated, so memory they free cannot be reused by the index and hide
 // its growth from an RSS delta.
 double apply_all(Engine& engine, const std::vector<RouterEvent>& events);
+
+// One index's figures of a run, by figure key.
+struct Figures {
+  std::map<std::string, double> values;
+};
+
+// Adds the row of figure `key` (kvidx's value beside each baseline's); no row when an index lacks it.
+void add_engine_row(Report& report, const std::vector<std::pair<EngineKind, Figures>>& results, std::string figure,
+                    std::string unit, bool higher_is_better, const std::string& key);
 
 // find_matches latency of every query, on the calling thread.
 Percentiles time_queries(const Engine& engine, const std::vector<std::vector<LocalBlockHash>>& queries);
