@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include "libbus/nats_nkey.h"
+#include "libbus/nats_nonce_signer.h"
 #include "libbus/nats_url.h"
 
 namespace kvidx::bus {
@@ -55,7 +55,7 @@ std::vector<std::string> split_urls(const std::string& urls) {
 bool is_tls_url(const std::string& url) { return url.rfind("tls://", 0) == 0; }
 
 // Applies the authentication and TLS options. Errors name the option and the file, never a secret.
-BusStatus apply_auth(natsOptions* opts, const NatsAuth& auth, bool tls_url) {
+BusStatus apply_auth(natsOptions* opts, const NatsAuth& auth, bool tls_url, std::unique_ptr<NonceSigner>& signer) {
   auto check = [](natsStatus s, const std::string& what) -> BusStatus {
     if (s != NATS_OK) return nats_error(s, what);
     return {};
@@ -89,19 +89,12 @@ BusStatus apply_auth(natsOptions* opts, const NatsAuth& auth, bool tls_url) {
   if (methods > 1) {
     return BusError{NATS_INVALID_ARG, "give one way to authenticate: --creds, --nkey, --token or --user/--password"};
   }
-  if (!auth.creds_file.empty()) {
-    return check(natsOptions_SetUserCredentialsFromFiles(opts, auth.creds_file.c_str(), nullptr),
-                 "load credentials file " + auth.creds_file);
-  }
-  if (!auth.nkey_seed_file.empty()) {
-    NkeyError error;
-    auto seed = read_nkey_seed_file(auth.nkey_seed_file, &error);
-    std::optional<std::string> public_key;
-    if (seed) public_key = nkey_public_from_seed(*seed, &error);
-    if (seed) OPENSSL_cleanse(seed->data(), seed->size());
-    if (!public_key) return BusError{NATS_INVALID_ARG, "--nkey " + auth.nkey_seed_file + ": " + error.message};
-    return check(natsOptions_SetNKeyFromSeed(opts, public_key->c_str(), auth.nkey_seed_file.c_str()),
-                 "nkey seed file " + auth.nkey_seed_file);
+  if (!auth.creds_file.empty() || !auth.nkey_seed_file.empty()) {
+    auto made =
+        auth.creds_file.empty() ? NonceSigner::for_nkey(auth.nkey_seed_file) : NonceSigner::for_creds(auth.creds_file);
+    if (!made) return made.error();
+    signer = std::move(made).value();
+    return signer->install(opts);
   }
   if (!auth.token.empty()) return check(natsOptions_SetToken(opts, auth.token.c_str()), "set the token");
   if (!auth.user.empty() || !auth.password.empty()) {
@@ -116,6 +109,7 @@ BusStatus apply_auth(natsOptions* opts, const NatsAuth& auth, bool tls_url) {
 Connection::Connection(Connection&& other) noexcept
     : nc_(std::exchange(other.nc_, nullptr)),
       opts_(std::exchange(other.opts_, nullptr)),
+      signer_(std::move(other.signer_)),
       inbox_prefix_(std::move(other.inbox_prefix_)) {}
 
 Connection& Connection::operator=(Connection&& other) noexcept {
@@ -123,6 +117,7 @@ Connection& Connection::operator=(Connection&& other) noexcept {
     reset();
     nc_ = std::exchange(other.nc_, nullptr);
     opts_ = std::exchange(other.opts_, nullptr);
+    signer_ = std::move(other.signer_);
     inbox_prefix_ = std::move(other.inbox_prefix_);
   }
   return *this;
@@ -140,6 +135,7 @@ void Connection::reset() noexcept {
     natsOptions_Destroy(opts_);
     opts_ = nullptr;
   }
+  signer_.reset();
 }
 
 BusResult<Connection> Connection::connect(const ConnectionOptions& options) {
@@ -155,7 +151,7 @@ BusResult<Connection> Connection::connect(const ConnectionOptions& options) {
   std::vector<const char*> url_ptrs;
   for (const auto& u : urls) url_ptrs.push_back(u.c_str());
   const bool tls_url = std::any_of(urls.begin(), urls.end(), is_tls_url);
-  if (auto applied = apply_auth(conn.opts_, options.auth, tls_url); !applied.ok()) return applied.error();
+  if (auto applied = apply_auth(conn.opts_, options.auth, tls_url, conn.signer_); !applied.ok()) return applied.error();
   if (!options.auth.inbox_prefix.empty()) {
     if (natsStatus st = natsOptions_SetCustomInboxPrefix(conn.opts_, options.auth.inbox_prefix.c_str());
         st != NATS_OK) {
@@ -184,7 +180,15 @@ BusResult<Connection> Connection::connect(const ConnectionOptions& options) {
   for (const Step& step : steps) {
     if (step.status != NATS_OK) return nats_error(step.status, step.what);
   }
-  s = natsConnection_Connect(&conn.nc_, conn.opts_);
+  // NOTE: a nonce signature the signer refused (libnats < 3.10 would drop it, see
+  // nats_nonce_signer.h) fails this connection only: a new one gets a new nonce. 8 refusals in a row
+  // happen once in 256^8 connects; a real refusal by the server is not retried.
+  constexpr int kConnectAttempts = 8;
+  for (int attempt = 1;; ++attempt) {
+    s = natsConnection_Connect(&conn.nc_, conn.opts_);
+    if (s == NATS_OK || conn.signer_ == nullptr || conn.signer_->take_refused() == 0) break;
+    if (attempt == kConnectAttempts) break;
+  }
   if (s == NATS_NOT_YET_CONNECTED && options.retry_on_failed_connect) return conn;
   if (s != NATS_OK) {
     BusError error = nats_error(s, "connect to " + redact_url(options.url));

@@ -6,12 +6,14 @@
 #include <nats/nats.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "libbus/nats_auth.h"
 #include "libbus/nats_error.h"
 #include "libbus/nats_message.h"
+#include "libbus/nats_nonce_signer.h"
 #include "libbus/nats_subscription.h"
 
 namespace kvidx::bus {
@@ -80,6 +82,8 @@ class Connection {
 
   natsConnection* nc_ = nullptr;
   natsOptions* opts_ = nullptr;
+  // Signs the nonce for --nkey/--creds; outlives nc_ and opts_, which point to it (reset() order).
+  std::unique_ptr<NonceSigner> signer_;
   std::string inbox_prefix_ = "_INBOX";
 };
 

@@ -74,7 +74,8 @@ TEST_CASE(
   std::vector<CommandResult> results;
   // serve consumes through JetStream (its default mode): it works only if the account has JetStream.
   const std::string log = serve_and_ask(dir, {"--nats", server.url(), "--creds", user.creds_file}, results);
-  CHECK_MESSAGE(log.find("kvidx serving: mode jetstream") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("kvidx serving: mode jetstream") != std::string::npos, log << "\nnats-server:\n"
+                                                                                    << server.log());
   CHECK_MESSAGE(log.find(user.seed) == std::string::npos, "the seed is in serve's log");
   CHECK(log.find("Violation") == std::string::npos);
   check_clean(results, user.seed);

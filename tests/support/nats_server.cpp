@@ -93,6 +93,8 @@ NatsServer::~NatsServer() {
 
 std::string NatsServer::url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
 
+std::string NatsServer::log() const { return read_file(log_file_); }
+
 void NatsServer::start() {
   const std::string port = std::to_string(port_);
   std::vector<std::string> args = {"nats-server", "-js", "-a",       "127.0.0.1", "-p",

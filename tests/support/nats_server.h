@@ -44,6 +44,7 @@ class NatsServer {
   const std::string& store_dir() const { return store_dir_; }
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
+  std::string log() const;  // the server's log so far (for failure messages)
 
   void stop();     // SIGTERM, then waitpid (SIGKILL after 10 s)
   void kill9();    // SIGKILL, then waitpid
