@@ -205,23 +205,36 @@ TEST_CASE(
   CHECK(compose.find("profiles: [\"cluster\"]") != std::string::npos);
   // Each replica: the compose config with the three URLs and its own durable (a replica must read
   // every event, so two replicas never share a durable). The command line as compose gives it.
+  // Its metrics listen on the compose network (unpublished) for the cluster's Prometheus, which
+  // scrapes each replica by its service name.
   const std::regex command(
-      R"re(command: \["serve", "--config", "/etc/kvidx/kvidx.toml", "--nats", "([^"]+)", "--durable", "([^"]+)"\])re");
+      R"re(command: \["serve", "--config", "/etc/kvidx/kvidx.toml", "--nats", "([^"]+)", "--durable", "([^"]+)", "--metrics", "([^"]+)"\])re");
+  const std::string scrape = source_file("deploy/prometheus-cluster.yml");
   std::set<std::string> durables;
   for (auto it = std::sregex_iterator(compose.begin(), compose.end(), command); it != std::sregex_iterator(); ++it) {
     const std::string urls = (*it)[1];
     const std::string durable = (*it)[2];
+    const std::string metrics = (*it)[3];
     CHECK(urls == "tls://nats-1:4222,tls://nats-2:4222,tls://nats-3:4222");
+    CHECK(metrics == "0.0.0.0:9464");
     durables.insert(durable);
     const auto result = testing::run_command({testing::built_binary("kvidx"), "serve", "--config", kConfig, "--nats",
-                                              urls, "--durable", durable, "--check-config"});
+                                              urls, "--durable", durable, "--metrics", metrics, "--check-config"});
     INFO(result.err);
     REQUIRE(result.exit_code == 0);
     CHECK(result.out.find("config ok: nats " + urls) == 0);
     CHECK(result.out.find("durable '" + durable + "'") != std::string::npos);
     CHECK(result.out.find("stream replicas auto") != std::string::npos);
+    CHECK_MESSAGE(scrape.find("\"" + durable + ":9464\"") != std::string::npos, durable);
   }
   CHECK(durables == std::set<std::string>{"kvidx-a", "kvidx-b"});
+  for (const char* node : {"nats-1:8222", "nats-2:8222", "nats-3:8222"}) {
+    CHECK_MESSAGE(scrape.find(node) != std::string::npos, node);
+  }
+  CHECK(compose.find("./deploy/prometheus-cluster.yml:/etc/prometheus/prometheus.yml:ro") != std::string::npos);
+  CHECK(compose.find("./deploy/grafana/provisioning-cluster:/etc/grafana/provisioning:ro") != std::string::npos);
+  CHECK(source_file("deploy/grafana/provisioning-cluster/datasources/prometheus.yml")
+            .find("url: http://prometheus-cluster:9090") != std::string::npos);
 
   // The node config (the single server's plus the cluster block) parses, secrets and paths moved
   // into a temp dir as in the single-server test above.
