@@ -238,6 +238,10 @@ TEST_CASE(
         },
         std::chrono::seconds(30), std::chrono::milliseconds(200)));
     CHECK_MESSAGE(snapshot_ok, last_error);
+    // NOTE: the snapshot went out on the service's ingest connection; its responders have their own
+    // connection, which may still be reconnecting ("No responders" meanwhile): wait until it answers.
+    REQUIRE(testing::wait_until([&] { return client.request(Subjects().admin_stats(), "{}", 1000).ok(); },
+                                std::chrono::seconds(30), std::chrono::milliseconds(100)));
     const auto dumped = admin_dump_checked(client, 8192);
     CHECK(normal_form(dumped) == before);
     service.stop(false);
