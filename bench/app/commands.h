@@ -83,6 +83,8 @@ struct E2eArgs {
   std::size_t lanes = 2;
   std::vector<std::size_t> per_message{1, 16};
   std::size_t repeats = 3;
+  double query_seconds = 2;          // per score-query run (0: no query rows)
+  std::size_t query_requesters = 4;  // the second query row's concurrent requesters
 };
 int run_e2e(const E2eArgs& args);
 

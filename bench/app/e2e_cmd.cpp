@@ -6,6 +6,8 @@
 //              cumulative ack each; kvidx: service start -> every message applied and acked.
 // Each cell is the median of --repeats runs; rates are events/s (messages/s x events per message).
 // Two rows per batch size give the ceilings without NATS: decode on one thread, lanes applying.
+// Then score queries over NATS (e2e_queries.h): queries/s and latency with 1 and --query-requesters
+// concurrent requesters (one replica's capacity, for sizing).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <thread>
 
 #include "bench/app/commands.h"
+#include "bench/app/e2e_queries.h"
 #include "bench/common/report.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
@@ -286,6 +289,27 @@ int run_e2e(const E2eArgs& args) {
       report.add(Row{"offline decode (1 thread), " + batch, "events/s", true, median(decode), {}});
       report.add(Row{
           "offline apply (" + std::to_string(args.lanes) + " lanes), " + batch, "events/s", true, median(apply), {}});
+    }
+    if (args.query_seconds > 0) {
+      std::vector<std::size_t> requester_counts{1};
+      if (args.query_requesters > 1) requester_counts.push_back(args.query_requesters);
+      for (const std::size_t requesters : requester_counts) {
+        std::vector<double> rate, p50, p99;
+        for (std::size_t run = 0; run < args.repeats; ++run) {
+          testing::NatsServer server;
+          std::printf("## e2e score queries run %zu/%zu: %zu requester(s), %.1f s; load %s\n", run + 1, args.repeats,
+                      requesters, args.query_seconds, load_average().c_str());
+          std::fflush(stdout);
+          const QueryFigures q = measure_score_queries(server, args.lanes, requesters, args.query_seconds);
+          rate.push_back(q.queries_per_second);
+          p50.push_back(q.latency.p50_us);
+          p99.push_back(q.latency.p99_us);
+        }
+        const std::string who = std::to_string(requesters) + " requester" + (requesters == 1 ? "" : "s");
+        report.add(Row{"score queries over NATS, " + who, "queries/s", true, median(rate), {}});
+        report.add(Row{"score query round trip over NATS, " + who + ", p50", "µs", false, median(p50), {}});
+        report.add(Row{"score query round trip over NATS, " + who + ", p99", "µs", false, median(p99), {}});
+      }
     }
     report.print();
     return report.write_json(args.common.json_dir) ? 0 : 1;

@@ -121,6 +121,14 @@ int main(int argc, char** argv) {
   e->add_option("--repeats", e2e.repeats, "Runs per cell; the median is reported")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  e->add_option("--query-seconds", e2e.query_seconds,
+                "Seconds of back-to-back score queries per run and requester count (0: no query rows)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  e->add_option("--query-requesters", e2e.query_requesters,
+                "Concurrent requesters of the second query row (each on its own connection)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   e->callback([&] { exit_code = run_e2e(e2e); });
 
   std::string summary_dir = "build/bench";
