@@ -28,6 +28,8 @@ struct InRange {
   T min;
   T max;
 };
+template <class T>
+InRange(T, T) -> InRange<T>;  // NOTE: spelled out: clang 14 (clang-tidy) lacks C++20's aggregate deduction
 struct IsMember {
   std::vector<std::string> values;
 };
