@@ -21,7 +21,7 @@ using OptionTarget =
     std::variant<bool*, int*, std::int64_t*, std::uint32_t*, std::uint64_t*, double*, std::string*,
                  std::vector<std::string>*, std::vector<std::uint64_t>*, std::optional<std::uint32_t>*>;
 
-// Checks on a value (CLI11's validators of the same names). NOTE: InRange's type shows in --help
+// Checks on a value: CLI11's Range, IsMember, PositiveNumber, ExistingFile. NOTE: InRange's type shows in --help
 // ("UINT:INT in [1 - 256]" for a std::size_t option checked with InRange<int>).
 template <class T>
 struct InRange {
