@@ -1,7 +1,6 @@
 // kvidx bridge: subscribe to one vLLM / SGLang engine's ZMQ KV-event socket (msgpack batches),
 // convert to RouterEvents (bridge/) and publish them on <prefix>.events.<worker_id> for a running
 // `kvidx serve`, through JetStream (default) or core NATS. Runs until SIGINT/SIGTERM.
-#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -9,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/interrupt.h"
@@ -102,38 +102,36 @@ int run_bridge(const BridgeFlags& flags) {
 
 }  // namespace
 
-void add_bridge_command(CLI::App& app, int& exit_code) {
+void add_bridge_command(Command& app, int& exit_code) {
   auto flags = std::make_shared<BridgeFlags>();
-  auto* cmd = app.add_subcommand("bridge", "Bridge a vLLM / SGLang engine's ZMQ KV events (msgpack) into NATS");
-  cmd->add_option("--zmq", flags->zmq, "The engine's ZMQ PUB endpoint (connected to)")->capture_default_str();
-  cmd->add_option("--replay", flags->replay, "The engine's ZMQ ROUTER replay endpoint, to fill sequence gaps");
-  cmd->add_option("--topic", flags->topic, "ZMQ topic prefix to subscribe to (default: all)");
-  cmd->add_option("--worker-id", flags->worker_id, "Worker id the engine's events are published as")->required();
-  cmd->add_option("--dp-rank", flags->dp_rank, "Data-parallel rank when a batch carries none")->capture_default_str();
-  cmd->add_option("--block-size", flags->block_size, "KV block size in tokens (must match the engine and router)")
-      ->required()
-      ->check(CLI::PositiveNumber);
-  add_nats_options(*cmd, flags->nats);
-  cmd->add_option("--mode", flags->mode, "jetstream (acked by the server) or core")
-      ->check(CLI::IsMember({"jetstream", "core"}))
-      ->capture_default_str();
-  cmd->add_option("--subject-prefix", flags->prefix, "Events go to <prefix>.events.<worker_id>")->capture_default_str();
-  cmd->add_option("--stream", flags->stream, "JetStream stream that must capture the subjects")->capture_default_str();
-  cmd->add_flag("--clear-on-gap", flags->clear_on_gap,
-                "On a gap that replay cannot fill, send a clear for the worker before continuing (re-sync)");
-  cmd->add_flag("--eagle", flags->eagle,
-                "Eagle hashing: each block's tokens_hash covers its tokens plus the next block's first token "
-                "(the router must hash queries the same way); bigram token ids imply it");
-  cmd->add_option("--replay-timeout-ms", flags->replay_timeout_ms,
-                  "Give up on a replay after this long without a reply")
-      ->capture_default_str();
-  cmd->add_option("--stats-interval", flags->stats_interval_s,
-                  "Seconds between stats lines on stderr (0: only at exit)")
-      ->capture_default_str();
-  cmd->footer(
+  Command& cmd = app.add_subcommand("bridge", "Bridge a vLLM / SGLang engine's ZMQ KV events (msgpack) into NATS");
+  cmd.add_option("--zmq", flags->zmq, "The engine's ZMQ PUB endpoint (connected to)").capture_default_str();
+  cmd.add_option("--replay", flags->replay, "The engine's ZMQ ROUTER replay endpoint, to fill sequence gaps");
+  cmd.add_option("--topic", flags->topic, "ZMQ topic prefix to subscribe to (default: all)");
+  cmd.add_option("--worker-id", flags->worker_id, "Worker id the engine's events are published as").required();
+  cmd.add_option("--dp-rank", flags->dp_rank, "Data-parallel rank when a batch carries none").capture_default_str();
+  cmd.add_option("--block-size", flags->block_size, "KV block size in tokens (must match the engine and router)")
+      .required()
+      .check(PositiveNumber{});
+  add_nats_options(cmd, flags->nats);
+  cmd.add_option("--mode", flags->mode, "jetstream (acked by the server) or core")
+      .check(IsMember{{"jetstream", "core"}})
+      .capture_default_str();
+  cmd.add_option("--subject-prefix", flags->prefix, "Events go to <prefix>.events.<worker_id>").capture_default_str();
+  cmd.add_option("--stream", flags->stream, "JetStream stream that must capture the subjects").capture_default_str();
+  cmd.add_flag("--clear-on-gap", flags->clear_on_gap,
+               "On a gap that replay cannot fill, send a clear for the worker before continuing (re-sync)");
+  cmd.add_flag("--eagle", flags->eagle,
+               "Eagle hashing: each block's tokens_hash covers its tokens plus the next block's first token "
+               "(the router must hash queries the same way); bigram token ids imply it");
+  cmd.add_option("--replay-timeout-ms", flags->replay_timeout_ms, "Give up on a replay after this long without a reply")
+      .capture_default_str();
+  cmd.add_option("--stats-interval", flags->stats_interval_s, "Seconds between stats lines on stderr (0: only at exit)")
+      .capture_default_str();
+  cmd.footer(
       "Example: kvidx bridge --zmq tcp://127.0.0.1:5557 --replay tcp://127.0.0.1:5558 --worker-id 3 --block-size 16 "
       "--nats nats://127.0.0.1:4222");
-  cmd->callback([flags, &exit_code] { exit_code = run_bridge(*flags); });
+  cmd.callback([flags, &exit_code] { exit_code = run_bridge(*flags); });
 }
 
 }  // namespace kvidx::cli

@@ -1,11 +1,11 @@
 // kvidx capture: record live KV events into an event log (one wrapped line per event).
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <thread>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/interrupt.h"
@@ -81,16 +81,16 @@ int run_capture(const CaptureFlags& flags) {
 
 }  // namespace
 
-void add_capture_command(CLI::App& app, int& exit_code) {
+void add_capture_command(Command& app, int& exit_code) {
   auto flags = std::make_shared<CaptureFlags>();
-  auto* cmd = app.add_subcommand("capture", "Record live KV events from NATS into an event log");
-  add_nats_options(*cmd, flags->nats);
-  cmd->add_option("--subject", flags->subject, "Subject or wildcard to record")->capture_default_str();
-  cmd->add_option("--out", flags->out, "Event log to write ('-' for stdout, .gz compresses)")->required();
-  cmd->add_option("--max", flags->max_events, "Stop after N events (0: no limit)");
-  cmd->add_option("--duration", flags->duration_s, "Stop after S seconds (0: until Ctrl-C)");
-  cmd->footer("Example: kvidx capture --nats nats://127.0.0.1:4222 --out events.jsonl.gz --duration 60");
-  cmd->callback([flags, &exit_code] { exit_code = run_capture(*flags); });
+  Command& cmd = app.add_subcommand("capture", "Record live KV events from NATS into an event log");
+  add_nats_options(cmd, flags->nats);
+  cmd.add_option("--subject", flags->subject, "Subject or wildcard to record").capture_default_str();
+  cmd.add_option("--out", flags->out, "Event log to write ('-' for stdout, .gz compresses)").required();
+  cmd.add_option("--max", flags->max_events, "Stop after N events (0: no limit)");
+  cmd.add_option("--duration", flags->duration_s, "Stop after S seconds (0: until Ctrl-C)");
+  cmd.footer("Example: kvidx capture --nats nats://127.0.0.1:4222 --out events.jsonl.gz --duration 60");
+  cmd.callback([flags, &exit_code] { exit_code = run_capture(*flags); });
 }
 
 }  // namespace kvidx::cli

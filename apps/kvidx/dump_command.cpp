@@ -1,9 +1,9 @@
 // kvidx dump: the index as Stored events (an event log that replays to the same index), from a
 // running service (--nats) or from an event log (--events); --tree prints a readable tree instead.
-#include <CLI/CLI.hpp>
 
 #include <cstdio>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/live_client.h"
@@ -60,20 +60,20 @@ int run_dump(DumpFlags& flags) {
 
 }  // namespace
 
-void add_dump_command(CLI::App& app, int& exit_code) {
+void add_dump_command(Command& app, int& exit_code) {
   auto flags = std::make_shared<DumpFlags>();
-  auto* cmd = app.add_subcommand("dump", "Dump the index as Stored events (live over NATS or from an event log)");
-  add_live_flags(*cmd, flags->live, /*live_needs_nats_flag=*/true);
-  add_offline_flags(*cmd, flags->offline, false);
-  cmd->add_option("--out", flags->out, "Where to write ('-' for stdout, .gz compresses)")->capture_default_str();
-  cmd->add_flag("--tree", flags->tree, "Print a readable tree (edges and covering worker/rank) instead of events");
-  cmd->get_option("--nats")->excludes("--events");
-  cmd->get_option("--events")->excludes("--nats");
-  cmd->footer(
+  Command& cmd = app.add_subcommand("dump", "Dump the index as Stored events (live over NATS or from an event log)");
+  add_live_flags(cmd, flags->live, /*live_needs_nats_flag=*/true);
+  add_offline_flags(cmd, flags->offline, false);
+  cmd.add_option("--out", flags->out, "Where to write ('-' for stdout, .gz compresses)").capture_default_str();
+  cmd.add_flag("--tree", flags->tree, "Print a readable tree (edges and covering worker/rank) instead of events");
+  cmd.get_option("--nats").excludes("--events");
+  cmd.get_option("--events").excludes("--nats");
+  cmd.footer(
       "Exactly one of --nats or --events.\n"
       "Examples: kvidx dump --nats nats://127.0.0.1:4222 --out snapshot.jsonl.gz\n"
       "          kvidx dump --events captured.jsonl.gz --tree");
-  cmd->callback([flags, &exit_code] {
+  cmd.callback([flags, &exit_code] {
     if (flags->live.nats.url.empty() && flags->offline.events.empty()) {
       std::fprintf(stderr, "kvidx dump: give --nats URL (live) or --events FILE (offline)\n");
       exit_code = kExitUsage;

@@ -1,11 +1,11 @@
 #include "apps/kvidx/live_client.h"
 
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/nats_flags.h"
 #include "libbus/chunked_reply.h"
@@ -40,17 +40,17 @@ struct LiveClient::Impl {
   }
 };
 
-void add_live_flags(CLI::App& cmd, LiveFlags& flags, bool live_needs_nats_flag) {
+void add_live_flags(Command& cmd, LiveFlags& flags, bool live_needs_nats_flag) {
   add_nats_options(cmd, flags.nats, live_needs_nats_flag);
-  cmd.add_option("--subject-prefix", flags.prefix, "Subject prefix of that service")->capture_default_str();
-  cmd.add_option("--timeout", flags.timeout_s, "Seconds to wait for a reply")->capture_default_str();
+  cmd.add_option("--subject-prefix", flags.prefix, "Subject prefix of that service").capture_default_str();
+  cmd.add_option("--timeout", flags.timeout_s, "Seconds to wait for a reply").capture_default_str();
 }
 
-void add_retries_flag(CLI::App& cmd, LiveFlags& flags) {
+void add_retries_flag(Command& cmd, LiveFlags& flags) {
   cmd.add_option("--retries", flags.retries,
                  "Extra attempts when no replica answered (each waits --timeout / (retries + 1))")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 10));
+      .capture_default_str()
+      .check(InRange{0, 10});
 }
 
 LiveClient::LiveClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

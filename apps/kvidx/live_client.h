@@ -12,11 +12,9 @@
 #include "libbus/subjects.h"
 #include "libindexer/protocol.h"
 
-namespace CLI {
-class App;
-}
-
 namespace kvidx::cli {
+
+class Command;
 
 struct LiveFlags {
   NatsFlags nats;
@@ -27,12 +25,12 @@ struct LiveFlags {
 };
 
 // --retries, for the commands whose requests are read-only (score, stats).
-void add_retries_flag(CLI::App& cmd, LiveFlags& flags);
+void add_retries_flag(Command& cmd, LiveFlags& flags);
 
 // Adds the NATS connection options (nats_flags.h), --subject-prefix, --timeout.
 // `live_needs_nats_flag` (dump, stats): --nats picks the live mode over --events, so nats.url stays
 // empty unless it is given ('--nats' alone: the default URL).
-void add_live_flags(CLI::App& cmd, LiveFlags& flags, bool live_needs_nats_flag = false);
+void add_live_flags(Command& cmd, LiveFlags& flags, bool live_needs_nats_flag = false);
 
 class LiveClient {
  public:

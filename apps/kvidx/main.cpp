@@ -1,25 +1,23 @@
 // kvidx: KV-cache overlap index for LLM inference fleets. This file only assembles subcommands.
 #include <spdlog/spdlog.h>
-#include <CLI/CLI.hpp>
 
-#include <algorithm>
-#include <cstdio>
-#include <exception>
 #include <string>
 #include <vector>
 
+#include "apps/kvidx/cli_command.h"
+#include "apps/kvidx/cli_parser.h"
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/nats_flags.h"
 
 int main(int argc, char** argv) {
   using namespace kvidx::cli;
-  CLI::App app{"kvidx - KV-cache overlap index for LLM inference fleets (NATS in, scores out)", "kvidx"};
+  Command app{"kvidx", "kvidx - KV-cache overlap index for LLM inference fleets (NATS in, scores out)"};
   app.footer(kExitCodesHelp);
   app.require_subcommand(1);
   app.set_version_flag("--version", "kvidx 0.1.0");
   std::string log_level = "info";
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off").capture_default_str();
 
   int exit_code = kExitOk;
   add_serve_command(app, exit_code);
@@ -37,23 +35,6 @@ int main(int argc, char** argv) {
   // NOTE: first thing: --password/--token values are wiped from argv (what ps shows) before anything
   // else runs; CLI11 parses the copy.
   std::vector<std::string> args = scrub_secret_arguments(argc, argv);
-  args.erase(args.begin());                // the program name
-  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
-  try {
-    app.parse(args);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    // NOTE: the contract is one clear line, never a stack trace.
-    std::fprintf(stderr, "kvidx: error: %s\n", e.what());
-    return kExitFailure;
-  }
-  return exit_code;
+  args.erase(args.begin());  // the program name
+  return parse_command_line(app, std::move(args)).value_or(exit_code);
 }

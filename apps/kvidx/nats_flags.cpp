@@ -1,13 +1,13 @@
 #include "apps/kvidx/nats_flags.h"
 
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/exit_codes.h"
 #include "libbus/nats_context.h"
 #include "libbus/nats_url.h"
@@ -71,32 +71,32 @@ void mask_url_credentials(char* urls) {
 
 std::string default_nats_url() { return env("NATS_URL").value_or(kDefaultNatsUrl); }
 
-CLI::Option* add_nats_options(CLI::App& cmd, NatsFlags& flags, bool bare_allowed) {
+Option& add_nats_options(Command& cmd, NatsFlags& flags, bool bare_allowed) {
   // NOTE: defaults are described, never shown: $NATS_URL and the rest may hold secrets.
-  CLI::Option* opt = cmd.add_option(
+  Option& opt = cmd.add_option(
       "--nats", flags.url,
       fmt::format("NATS server URL, or several comma-separated (default: $NATS_URL, else {}; a --context's URL comes "
                   "before that last default){}",
                   kDefaultNatsUrl, bare_allowed ? "; '--nats' alone uses that default" : ""));
-  if (bare_allowed) opt->expected(0, 1)->default_str("default");
-  auto* group = cmd.add_option_group("NATS authentication and TLS (as the nats CLI)");
-  group->add_option("--context", flags.context,
-                    "nats CLI context: NAME (~/.config/nats/context/NAME.json) or a .json path ($NATS_CONTEXT)");
-  group->add_option("--creds", flags.auth.creds_file, "User credentials file: JWT and nkey seed ($NATS_CREDS)");
-  group->add_option("--nkey", flags.auth.nkey_seed_file, "User nkey seed file ($NATS_NKEY)");
-  group->add_option("--user", flags.auth.user, "User name ($NATS_USER)");
-  group->add_option("--password", flags.auth.password,
-                    "Password ($NATS_PASSWORD; prefer --password-file or the variable: argv is visible to ps)");
-  group->add_option("--password-file", flags.password_file, "File whose first line is the password");
-  group->add_option("--token", flags.auth.token, "Authentication token ($NATS_TOKEN; prefer --token-file)");
-  group->add_option("--token-file", flags.token_file, "File whose first line is the token");
-  group->add_option("--tlscert", flags.auth.tls_cert, "TLS client certificate, for mutual TLS ($NATS_CERT)");
-  group->add_option("--tlskey", flags.auth.tls_key, "TLS client private key ($NATS_KEY)");
-  group->add_option("--tlsca", flags.auth.tls_ca, "CA certificates that sign the server's certificate ($NATS_CA)");
-  group->add_flag("--tlsfirst", flags.auth.tls_first,
-                  "TLS handshake before the server's INFO (not supported by libnats 3.4.1: refused)");
-  group->add_option("--inbox-prefix", flags.auth.inbox_prefix,
-                    "Prefix of reply subjects instead of _INBOX, for subject permissions ($NATS_INBOX_PREFIX)");
+  if (bare_allowed) opt.expected(0, 1).default_str("default");
+  OptionGroup group = cmd.add_option_group("NATS authentication and TLS (as the nats CLI)");
+  group.add_option("--context", flags.context,
+                   "nats CLI context: NAME (~/.config/nats/context/NAME.json) or a .json path ($NATS_CONTEXT)");
+  group.add_option("--creds", flags.auth.creds_file, "User credentials file: JWT and nkey seed ($NATS_CREDS)");
+  group.add_option("--nkey", flags.auth.nkey_seed_file, "User nkey seed file ($NATS_NKEY)");
+  group.add_option("--user", flags.auth.user, "User name ($NATS_USER)");
+  group.add_option("--password", flags.auth.password,
+                   "Password ($NATS_PASSWORD; prefer --password-file or the variable: argv is visible to ps)");
+  group.add_option("--password-file", flags.password_file, "File whose first line is the password");
+  group.add_option("--token", flags.auth.token, "Authentication token ($NATS_TOKEN; prefer --token-file)");
+  group.add_option("--token-file", flags.token_file, "File whose first line is the token");
+  group.add_option("--tlscert", flags.auth.tls_cert, "TLS client certificate, for mutual TLS ($NATS_CERT)");
+  group.add_option("--tlskey", flags.auth.tls_key, "TLS client private key ($NATS_KEY)");
+  group.add_option("--tlsca", flags.auth.tls_ca, "CA certificates that sign the server's certificate ($NATS_CA)");
+  group.add_flag("--tlsfirst", flags.auth.tls_first,
+                 "TLS handshake before the server's INFO (not supported by libnats 3.4.1: refused)");
+  group.add_option("--inbox-prefix", flags.auth.inbox_prefix,
+                   "Prefix of reply subjects instead of _INBOX, for subject permissions ($NATS_INBOX_PREFIX)");
   return opt;
 }
 

@@ -18,12 +18,10 @@
 #include "libbus/nats_connection.h"
 #include "libbus/nats_error.h"
 
-namespace CLI {
-class App;
-class Option;
-}  // namespace CLI
-
 namespace kvidx::cli {
+
+class Command;
+struct Option;
 
 inline constexpr const char* kDefaultNatsUrl = "nats://127.0.0.1:4222";
 
@@ -40,7 +38,7 @@ std::string default_nats_url();
 
 // Adds --nats and every authentication / TLS option. `bare_allowed` (dump and stats): --nats picks
 // the live mode over --events, so `url` stays empty unless given; '--nats' alone means the default.
-CLI::Option* add_nats_options(CLI::App& cmd, NatsFlags& flags, bool bare_allowed = false);
+Option& add_nats_options(Command& cmd, NatsFlags& flags, bool bare_allowed = false);
 
 // Fills `options.url` and `options.auth` from the flags, the environment and the context file.
 // kExitOk, or the exit code with a one-line `error`: 1 for a file that cannot be read (or an

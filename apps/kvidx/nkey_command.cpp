@@ -3,13 +3,13 @@
 // read, its public key printed (that goes into the server's config); or the public key of a seed.
 #include <fcntl.h>
 #include <unistd.h>
-#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "libbus/nats_nkey.h"
@@ -57,18 +57,18 @@ int run_public(const NkeyFlags& flags) {
 
 }  // namespace
 
-void add_nkey_command(CLI::App& app, int& exit_code) {
+void add_nkey_command(Command& app, int& exit_code) {
   auto flags = std::make_shared<NkeyFlags>();
-  auto* cmd =
+  Command& cmd =
       app.add_subcommand("nkey", "Make a NATS user nkey (seed file + public key), or print a seed's public key");
-  cmd->require_subcommand(1);
-  auto* make = cmd->add_subcommand("new", "Write a new user seed to --out (mode 0600) and print its public key");
-  make->add_option("--out", flags->out, "Seed file to create (must not exist)")->required();
-  make->callback([flags, &exit_code] { exit_code = run_new(*flags); });
-  auto* pub = cmd->add_subcommand("public", "Print the public key (U...) of a seed file (or a .creds file)");
-  pub->add_option("--seed-file", flags->seed_file, "Seed file")->required()->check(CLI::ExistingFile);
-  pub->callback([flags, &exit_code] { exit_code = run_public(*flags); });
-  cmd->footer(
+  cmd.require_subcommand(1);
+  Command& make = cmd.add_subcommand("new", "Write a new user seed to --out (mode 0600) and print its public key");
+  make.add_option("--out", flags->out, "Seed file to create (must not exist)").required();
+  make.callback([flags, &exit_code] { exit_code = run_new(*flags); });
+  Command& pub = cmd.add_subcommand("public", "Print the public key (U...) of a seed file (or a .creds file)");
+  pub.add_option("--seed-file", flags->seed_file, "Seed file").required().check(ExistingFile{});
+  pub.callback([flags, &exit_code] { exit_code = run_public(*flags); });
+  cmd.footer(
       "The public key goes into the server's authorization (see deploy/make-secrets); the seed stays with\n"
       "the client: kvidx ... --nkey FILE. Example: kvidx nkey new --out router.nk");
 }

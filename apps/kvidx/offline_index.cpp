@@ -1,29 +1,28 @@
 #include "apps/kvidx/offline_index.h"
 
-#include <CLI/CLI.hpp>
-
 #include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <thread>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/exit_codes.h"
 
 namespace kvidx::cli {
 
 std::size_t default_decode_threads() { return std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8); }
 
-void add_offline_flags(CLI::App& cmd, OfflineFlags& flags, bool events_required) {
-  auto* events = cmd.add_option("--events", flags.events, "Event log to apply (JSON Lines, .gz ok, '-' for stdin)");
-  if (events_required) events->required();
+void add_offline_flags(Command& cmd, OfflineFlags& flags, bool events_required) {
+  Option& events = cmd.add_option("--events", flags.events, "Event log to apply (JSON Lines, .gz ok, '-' for stdin)");
+  if (events_required) events.required();
   cmd.add_option("--lanes", flags.lanes, "Writer lanes (threads) applying events")
-      ->check(CLI::Range(1, 256))
-      ->capture_default_str();
+      .check(InRange{1, 256})
+      .capture_default_str();
   cmd.add_option("--decode-threads", flags.decode_threads,
                  "Threads decoding the log's JSON while the lanes apply it (0: decode on the applying thread; "
                  "events are applied in log order either way)")
-      ->check(CLI::Range(0, 64))
-      ->capture_default_str();
+      .check(InRange{0, 64})
+      .capture_default_str();
   cmd.add_flag("--strict", flags.strict, "Stop at the first bad line with file:line: reason");
   cmd.add_flag("--fail-on-bad", flags.fail_on_bad, "Exit 3 if any line was bad");
   cmd.add_flag("--clear-on-gap", flags.clear_on_gap,

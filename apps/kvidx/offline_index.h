@@ -9,11 +9,9 @@
 #include "libindexer/lanes/lane_indexer.h"
 #include "replay/offline_replay.h"
 
-namespace CLI {
-class App;
-}
-
 namespace kvidx::cli {
+
+class Command;
 
 // --decode-threads' default: one per core, at least 1, at most 8.
 std::size_t default_decode_threads();
@@ -31,7 +29,7 @@ struct OfflineFlags {
 
 // Adds --events (required unless `events_optional`), --lanes, --strict, --fail-on-bad,
 // --clear-on-gap.
-void add_offline_flags(CLI::App& cmd, OfflineFlags& flags, bool events_required);
+void add_offline_flags(Command& cmd, OfflineFlags& flags, bool events_required);
 
 struct OfflineIndex {
   std::unique_ptr<LaneIndexer> indexer;

@@ -1,7 +1,6 @@
 // kvidx publish: send the events of an event log to NATS as workers would (one message per event
 // on <prefix>.events.<worker_id>), through JetStream (default) or core NATS.
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -9,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/interrupt.h"
@@ -205,28 +205,28 @@ int run_publish(const PublishFlags& flags) {
 
 }  // namespace
 
-void add_publish_command(CLI::App& app, int& exit_code) {
+void add_publish_command(Command& app, int& exit_code) {
   auto flags = std::make_shared<PublishFlags>();
-  auto* cmd = app.add_subcommand("publish", "Publish the events of an event log to NATS, as workers would");
-  add_nats_options(*cmd, flags->nats);
-  cmd->add_option("--events", flags->events, "Event log to read ('-' for stdin, .gz ok)")->capture_default_str();
-  cmd->add_option("--mode", flags->mode,
-                  "jetstream (each event acknowledged by the stream) or core (acknowledged: a flush round trip "
-                  "confirmed the server received it)")
-      ->check(CLI::IsMember({"jetstream", "core"}))
-      ->capture_default_str();
-  cmd->add_option("--subject-prefix", flags->prefix, "Subject prefix: events go to <prefix>.events.<worker_id>")
-      ->capture_default_str();
-  cmd->add_option("--stream", flags->stream, "JetStream stream that must capture the subjects (jetstream mode)")
-      ->capture_default_str();
-  cmd->add_flag("--keep-subjects", flags->keep_subjects,
-                "Publish captured lines on the subject they were captured from");
-  cmd->add_flag("--strict", flags->strict, "Stop at the first bad line");
-  cmd->footer(
+  Command& cmd = app.add_subcommand("publish", "Publish the events of an event log to NATS, as workers would");
+  add_nats_options(cmd, flags->nats);
+  cmd.add_option("--events", flags->events, "Event log to read ('-' for stdin, .gz ok)").capture_default_str();
+  cmd.add_option("--mode", flags->mode,
+                 "jetstream (each event acknowledged by the stream) or core (acknowledged: a flush round trip "
+                 "confirmed the server received it)")
+      .check(IsMember{{"jetstream", "core"}})
+      .capture_default_str();
+  cmd.add_option("--subject-prefix", flags->prefix, "Subject prefix: events go to <prefix>.events.<worker_id>")
+      .capture_default_str();
+  cmd.add_option("--stream", flags->stream, "JetStream stream that must capture the subjects (jetstream mode)")
+      .capture_default_str();
+  cmd.add_flag("--keep-subjects", flags->keep_subjects,
+               "Publish captured lines on the subject they were captured from");
+  cmd.add_flag("--strict", flags->strict, "Stop at the first bad line");
+  cmd.footer(
       "Reports how many events the server acknowledged; exits 5 naming how many it did not (refused as too large,\n"
       "answered with an error, or no answer within 30 s).\n"
       "Example: kvidx publish --nats nats://127.0.0.1:4222 --events captured.jsonl.gz");
-  cmd->callback([flags, &exit_code] { exit_code = run_publish(*flags); });
+  cmd.callback([flags, &exit_code] { exit_code = run_publish(*flags); });
 }
 
 }  // namespace kvidx::cli

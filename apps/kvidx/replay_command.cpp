@@ -1,9 +1,9 @@
 // kvidx replay: apply an event log offline, then answer a file of score queries.
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <cstdio>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/interrupt.h"
@@ -136,28 +136,28 @@ int run_replay(ReplayFlags& flags) {
 
 }  // namespace
 
-void add_replay_command(CLI::App& app, int& exit_code) {
+void add_replay_command(Command& app, int& exit_code) {
   auto flags = std::make_shared<ReplayFlags>();
-  auto* cmd = app.add_subcommand("replay", "Apply a captured event log offline and answer queries from a file");
-  add_offline_flags(*cmd, flags->offline, true);
-  cmd->add_option("--queries", flags->queries,
-                  "Query lines {\"id\": ..., \"local_hashes\": [u64...]} to answer after the log is applied");
-  cmd->add_option("--scores-out", flags->scores_out,
-                  "Where answers go, one {\"id\", \"scores\": [{worker_id, dp_rank, score}]} per query")
-      ->capture_default_str();
-  cmd->add_option("--tier-weights", flags->tier_weights,
-                  "Weights of the storage tiers in an answer's combined_scores, TIER=WEIGHT,... (as kvidx serve)")
-      ->capture_default_str();
-  cmd->add_option("--snapshot-out", flags->snapshot_out, "Write the final tree as an event log of Stored events");
-  cmd->add_option("--block-size", flags->block_size, "Tokens per block (recorded for token-based tooling)")
-      ->capture_default_str();
-  cmd->footer(
+  Command& cmd = app.add_subcommand("replay", "Apply a captured event log offline and answer queries from a file");
+  add_offline_flags(cmd, flags->offline, true);
+  cmd.add_option("--queries", flags->queries,
+                 "Query lines {\"id\": ..., \"local_hashes\": [u64...]} to answer after the log is applied");
+  cmd.add_option("--scores-out", flags->scores_out,
+                 "Where answers go, one {\"id\", \"scores\": [{worker_id, dp_rank, score}]} per query")
+      .capture_default_str();
+  cmd.add_option("--tier-weights", flags->tier_weights,
+                 "Weights of the storage tiers in an answer's combined_scores, TIER=WEIGHT,... (as kvidx serve)")
+      .capture_default_str();
+  cmd.add_option("--snapshot-out", flags->snapshot_out, "Write the final tree as an event log of Stored events");
+  cmd.add_option("--block-size", flags->block_size, "Tokens per block (recorded for token-based tooling)")
+      .capture_default_str();
+  cmd.footer(
       "Example: kvidx replay --events captured.jsonl.gz --queries queries.jsonl --scores-out scores.jsonl\n"
       "Scores list only workers with score > 0, sorted by (worker_id, dp_rank), one line per query in order;\n"
       "they are the device tier's: lower tiers add tier_scores and combined_scores (see README, Wire format).\n"
       "Every file is checked before the log is read. On a terminal a progress line shows events/s, bytes read and\n"
       "the ETA. Ctrl-C stops reading, applies what was read, prints that partial summary and exits 130.");
-  cmd->callback([flags, &exit_code] { exit_code = run_replay(*flags); });
+  cmd.callback([flags, &exit_code] { exit_code = run_replay(*flags); });
 }
 
 }  // namespace kvidx::cli

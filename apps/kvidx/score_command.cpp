@@ -1,13 +1,13 @@
 // kvidx score: ask a running kvidx for the overlap scores of one block sequence and print the
 // reply (the JSON of schemas/score-query-reply.schema.json) on stdout.
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/live_client.h"
@@ -85,26 +85,27 @@ int run_score(const ScoreFlags& flags) {
 
 }  // namespace
 
-void add_score_command(CLI::App& app, int& exit_code) {
+void add_score_command(Command& app, int& exit_code) {
   auto flags = std::make_shared<ScoreFlags>();
-  auto* cmd = app.add_subcommand("score", "Ask a running kvidx for overlap scores of a block sequence");
-  add_live_flags(*cmd, flags->live);
-  add_retries_flag(*cmd, flags->live);
-  auto* hashes = cmd->add_option("--hashes", flags->hashes, "Local block hashes, comma separated")->delimiter(',');
-  auto* tokens = cmd->add_option("--tokens-file", flags->tokens_file, "Token ids (JSON array or whitespace separated)");
-  cmd->add_option("--block-size", flags->block_size, "Tokens per block (with --tokens-file)")
-      ->check(CLI::Range(1u, 1u << 20));
-  cmd->add_option("--lora-name", flags->lora_name, "LoRA adapter name salting the block hashes (with --tokens-file)");
-  auto* eagle = cmd->add_flag("--eagle", flags->eagle,
-                              "Eagle block hashing: windows of block size + 1 tokens (with --tokens-file)");
-  eagle->needs(tokens);
-  cmd->add_flag("--early-exit", flags->early_exit, "Stop matching once a single worker remains");
-  hashes->excludes(tokens);
-  tokens->needs("--block-size");
-  cmd->footer(
+  Command& cmd = app.add_subcommand("score", "Ask a running kvidx for overlap scores of a block sequence");
+  add_live_flags(cmd, flags->live);
+  add_retries_flag(cmd, flags->live);
+  Option& hashes = cmd.add_option("--hashes", flags->hashes, "Local block hashes, comma separated").delimiter(',');
+  Option& tokens =
+      cmd.add_option("--tokens-file", flags->tokens_file, "Token ids (JSON array or whitespace separated)");
+  cmd.add_option("--block-size", flags->block_size, "Tokens per block (with --tokens-file)")
+      .check(InRange{1u, 1u << 20});
+  cmd.add_option("--lora-name", flags->lora_name, "LoRA adapter name salting the block hashes (with --tokens-file)");
+  Option& eagle = cmd.add_flag("--eagle", flags->eagle,
+                               "Eagle block hashing: windows of block size + 1 tokens (with --tokens-file)");
+  eagle.needs("--tokens-file");
+  cmd.add_flag("--early-exit", flags->early_exit, "Stop matching once a single worker remains");
+  hashes.excludes("--tokens-file");
+  tokens.needs("--block-size");
+  cmd.footer(
       "Examples: kvidx score --nats nats://127.0.0.1:4222 --hashes 1,2,3\n"
       "          kvidx score --nats nats://127.0.0.1:4222 --tokens-file prompt.json --block-size 16");
-  cmd->callback([flags, &exit_code] {
+  cmd.callback([flags, &exit_code] {
     if (flags->hashes.empty() && flags->tokens_file.empty()) {
       std::fprintf(stderr, "kvidx score: give --hashes or --tokens-file with --block-size\n");
       exit_code = kExitUsage;

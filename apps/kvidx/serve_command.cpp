@@ -4,15 +4,14 @@
 // Flags may also come from a config file: `kvidx serve --config kvidx.toml` (CLI11 TOML/INI,
 // keys named like the long flags, e.g. `nats = "nats://..."`, `lanes = 8`, `subject = ["a.>"]`).
 #include <spdlog/spdlog.h>
-#include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/interrupt.h"
@@ -69,33 +68,6 @@ struct ServeFlags {
   // In-process ZMQ sources (bridge/zmq_source_spec.h), one per engine socket.
   std::vector<std::string> zmq_sources;
 };
-
-// `--config FILE`: the file's keys are the long flags (`lanes = 8`, `snapshot-interval = "30s"`,
-// `subject = ["a.>"]`); flags given on the command line win. Unknown keys and bad values are usage
-// errors (CLI::ParseError).
-// NOTE: not CLI11's set_config: CLI11 2.1 (Debian 12) only reads the config of the root app, so a
-// subcommand's config file was silently ignored.
-void apply_config_file(CLI::App& cmd, const std::string& path) {
-  std::vector<CLI::ConfigItem> items;
-  try {
-    items = CLI::ConfigTOML().from_file(path);
-  } catch (const CLI::FileError&) {
-    throw CLI::FileError::Missing(path);
-  }
-  for (const CLI::ConfigItem& item : items) {
-    if (item.name == "++" || item.name == "--") continue;  // section markers
-    if (!item.parents.empty()) throw CLI::ConfigError("unexpected section in " + path + ": " + item.fullname());
-    std::string name = item.name;
-    std::replace(name.begin(), name.end(), '_', '-');
-    CLI::Option* opt = cmd.get_option_no_throw("--" + name);
-    if (opt == nullptr || name == "config" || name == "check-config" || name == "help") {
-      throw CLI::ConfigError("unknown key '" + item.name + "' in " + path);
-    }
-    if (opt->count() > 0) continue;  // the command line wins
-    opt->add_result(item.inputs);
-    opt->run_callback();  // validates (ranges) and stores the value
-  }
-}
 
 // "30s", "500ms", "2m", "0" -> milliseconds; nullopt when malformed.
 std::optional<std::chrono::milliseconds> parse_duration(const std::string& text) {
@@ -336,95 +308,92 @@ int run_serve(const ServeFlags& flags) {
 
 }  // namespace
 
-void add_serve_command(CLI::App& app, int& exit_code) {
+void add_serve_command(Command& app, int& exit_code) {
   auto flags = std::make_shared<ServeFlags>();
-  auto* cmd = app.add_subcommand("serve", "Consume KV events from NATS, keep the index, answer score queries");
-  cmd->add_option("--config", flags->config_file, "Read serve flags from a TOML/INI file (keys: the long flags)");
-  add_nats_options(*cmd, flags->nats);
-  cmd->add_option("--mode", flags->mode, "jetstream (durable, acked after apply) or core (best effort)")
-      ->capture_default_str();
-  cmd->add_option("--lanes", flags->lanes, "Lane threads applying events")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  cmd->add_option("--subject-prefix", flags->subject_prefix, "Prefix of every kvidx subject")->capture_default_str();
-  cmd->add_option(
+  Command& cmd = app.add_subcommand("serve", "Consume KV events from NATS, keep the index, answer score queries");
+  cmd.add_option("--config", flags->config_file, "Read serve flags from a TOML/INI file (keys: the long flags)");
+  add_nats_options(cmd, flags->nats);
+  cmd.add_option("--mode", flags->mode, "jetstream (durable, acked after apply) or core (best effort)")
+      .capture_default_str();
+  cmd.add_option("--lanes", flags->lanes, "Lane threads applying events").capture_default_str().check(InRange{1, 256});
+  cmd.add_option("--subject-prefix", flags->subject_prefix, "Prefix of every kvidx subject").capture_default_str();
+  cmd.add_option(
       "--subject", flags->subjects,
       "Extra event subject or wildcard (repeatable), e.g. a Dynamo kv-events subject; worker id from the payload");
-  cmd->add_option("--metrics", flags->metrics,
-                  "HOST:PORT for HTTP /metrics, /healthz (liveness) and /readyz (readiness), or off")
-      ->capture_default_str();
-  cmd->add_option("--snapshot-interval", flags->snapshot_interval, "Periodic snapshot interval (30s, 500ms, 0 = off)")
-      ->capture_default_str();
-  cmd->add_option("--snapshot-stale-after", flags->snapshot_stale_after,
-                  "Not ready (/readyz 503) while the newest good snapshot is older than this (auto: 3 x "
-                  "--snapshot-interval, at least 60s)")
-      ->capture_default_str();
-  cmd->add_option("--durable", flags->durable, "JetStream durable consumer name; also names the snapshots")
-      ->capture_default_str();
-  cmd->add_option("--stream", flags->stream, "JetStream events stream")->capture_default_str();
-  cmd->add_option("--snapshot-stream", flags->snapshot_stream, "JetStream stream holding snapshots")
-      ->capture_default_str();
-  cmd->add_option("--stream-replicas", flags->stream_replicas,
-                  "Copies of the events and snapshot streams on a JetStream cluster (0 = auto: 3 when 3 or more NATS "
-                  "servers are known, else 1; an existing stream keeps its count unless this is set)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 5));
-  cmd->add_option("--fetch-batch", flags->fetch_batch, "Messages per JetStream fetch")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  cmd->add_option("--max-inflight", flags->max_inflight, "Events dispatched but not yet acked before pulling pauses")
-      ->capture_default_str();
-  cmd->add_flag("--clear-on-gap", flags->clear_on_gap, "On an event_id gap, clear that stream's blocks (re-sync)");
-  cmd->add_flag("--no-restore", flags->no_restore, "Ignore saved snapshots and replay the whole stream");
-  cmd->add_option("--max-message-bytes", flags->max_message_bytes,
-                  "Largest event message or score query accepted (larger: dead letter / bad_request)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{64}, std::size_t{1} << 30));
-  cmd->add_option("--max-blocks-per-event", flags->max_blocks_per_event,
-                  "Most blocks one Stored/Removed event may carry")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26));
-  cmd->add_option("--max-events-per-message", flags->max_events_per_message, "Most events one batch message may carry")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24));
-  cmd->add_option("--max-query-hashes", flags->max_query_hashes,
-                  "Most local_hashes per score query (token_ids: 64 x this)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26));
-  cmd->add_option("--max-streams", flags->max_streams,
-                  "Most distinct (worker, rank) streams; an event message adding more is dead-lettered (0 = unlimited)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 32));
-  cmd->add_flag("--approximate", flags->approximate,
-                "Approximate mode: index routing decisions (<prefix>.routing.decisions) with a TTL");
-  cmd->add_option("--approximate-ttl", flags->approximate_ttl, "How long a routed block stays indexed")
-      ->capture_default_str();
-  cmd->add_option("--max-tree-size", flags->max_tree_size, "Approximate mode: blocks tracked before pruning")
-      ->capture_default_str();
-  cmd->add_option("--prune-target-ratio", flags->prune_target_ratio, "Approximate mode: prune down to this share")
-      ->capture_default_str();
-  cmd->add_option("--stream-max-age", flags->stream_max_age,
-                  "Retention of the events stream (e.g. 24h; 0 = unlimited); keep it well above the snapshot interval")
-      ->capture_default_str();
-  cmd->add_option("--stream-max-bytes", flags->stream_max_bytes,
-                  "Retention of the events stream in bytes (0 = unlimited)")
-      ->capture_default_str();
-  cmd->add_option("--tier-weights", flags->tier_weights,
-                  "Weights of the storage tiers in a score reply's combined_scores, TIER=WEIGHT,... (tiers not "
-                  "named keep their default; scores stay device-only)")
-      ->capture_default_str();
-  cmd->add_option("--zmq", flags->zmq_sources,
-                  "Bridge a vLLM / SGLang engine's ZMQ KV events in-process (repeatable, one per engine socket): "
-                  "'ENDPOINT,worker=W,block-size=N[,replay=ENDPOINT][,dp-rank=R][,topic=T][,eagle][,clear-on-gap]"
-                  "[,replay-timeout-ms=MS][,cache-namespace=NS]'");
-  cmd->add_flag("--check-config", flags->check_config,
-                "Parse and validate the flags / config file, print them, exit 0");
-  cmd->footer(
+  cmd.add_option("--metrics", flags->metrics,
+                 "HOST:PORT for HTTP /metrics, /healthz (liveness) and /readyz (readiness), or off")
+      .capture_default_str();
+  cmd.add_option("--snapshot-interval", flags->snapshot_interval, "Periodic snapshot interval (30s, 500ms, 0 = off)")
+      .capture_default_str();
+  cmd.add_option("--snapshot-stale-after", flags->snapshot_stale_after,
+                 "Not ready (/readyz 503) while the newest good snapshot is older than this (auto: 3 x "
+                 "--snapshot-interval, at least 60s)")
+      .capture_default_str();
+  cmd.add_option("--durable", flags->durable, "JetStream durable consumer name; also names the snapshots")
+      .capture_default_str();
+  cmd.add_option("--stream", flags->stream, "JetStream events stream").capture_default_str();
+  cmd.add_option("--snapshot-stream", flags->snapshot_stream, "JetStream stream holding snapshots")
+      .capture_default_str();
+  cmd.add_option("--stream-replicas", flags->stream_replicas,
+                 "Copies of the events and snapshot streams on a JetStream cluster (0 = auto: 3 when 3 or more NATS "
+                 "servers are known, else 1; an existing stream keeps its count unless this is set)")
+      .capture_default_str()
+      .check(InRange{0, 5});
+  cmd.add_option("--fetch-batch", flags->fetch_batch, "Messages per JetStream fetch")
+      .capture_default_str()
+      .check(InRange{1, 100000});
+  cmd.add_option("--max-inflight", flags->max_inflight, "Events dispatched but not yet acked before pulling pauses")
+      .capture_default_str();
+  cmd.add_flag("--clear-on-gap", flags->clear_on_gap, "On an event_id gap, clear that stream's blocks (re-sync)");
+  cmd.add_flag("--no-restore", flags->no_restore, "Ignore saved snapshots and replay the whole stream");
+  cmd.add_option("--max-message-bytes", flags->max_message_bytes,
+                 "Largest event message or score query accepted (larger: dead letter / bad_request)")
+      .capture_default_str()
+      .check(InRange{std::size_t{64}, std::size_t{1} << 30});
+  cmd.add_option("--max-blocks-per-event", flags->max_blocks_per_event,
+                 "Most blocks one Stored/Removed event may carry")
+      .capture_default_str()
+      .check(InRange{std::size_t{1}, std::size_t{1} << 26});
+  cmd.add_option("--max-events-per-message", flags->max_events_per_message, "Most events one batch message may carry")
+      .capture_default_str()
+      .check(InRange{std::size_t{1}, std::size_t{1} << 24});
+  cmd.add_option("--max-query-hashes", flags->max_query_hashes,
+                 "Most local_hashes per score query (token_ids: 64 x this)")
+      .capture_default_str()
+      .check(InRange{std::size_t{1}, std::size_t{1} << 26});
+  cmd.add_option("--max-streams", flags->max_streams,
+                 "Most distinct (worker, rank) streams; an event message adding more is dead-lettered (0 = unlimited)")
+      .capture_default_str()
+      .check(InRange{std::size_t{0}, std::size_t{1} << 32});
+  cmd.add_flag("--approximate", flags->approximate,
+               "Approximate mode: index routing decisions (<prefix>.routing.decisions) with a TTL");
+  cmd.add_option("--approximate-ttl", flags->approximate_ttl, "How long a routed block stays indexed")
+      .capture_default_str();
+  cmd.add_option("--max-tree-size", flags->max_tree_size, "Approximate mode: blocks tracked before pruning")
+      .capture_default_str();
+  cmd.add_option("--prune-target-ratio", flags->prune_target_ratio, "Approximate mode: prune down to this share")
+      .capture_default_str();
+  cmd.add_option("--stream-max-age", flags->stream_max_age,
+                 "Retention of the events stream (e.g. 24h; 0 = unlimited); keep it well above the snapshot interval")
+      .capture_default_str();
+  cmd.add_option("--stream-max-bytes", flags->stream_max_bytes,
+                 "Retention of the events stream in bytes (0 = unlimited)")
+      .capture_default_str();
+  cmd.add_option("--tier-weights", flags->tier_weights,
+                 "Weights of the storage tiers in a score reply's combined_scores, TIER=WEIGHT,... (tiers not "
+                 "named keep their default; scores stay device-only)")
+      .capture_default_str();
+  cmd.add_option("--zmq", flags->zmq_sources,
+                 "Bridge a vLLM / SGLang engine's ZMQ KV events in-process (repeatable, one per engine socket): "
+                 "'ENDPOINT,worker=W,block-size=N[,replay=ENDPOINT][,dp-rank=R][,topic=T][,eagle][,clear-on-gap]"
+                 "[,replay-timeout-ms=MS][,cache-namespace=NS]'");
+  cmd.add_flag("--check-config", flags->check_config, "Parse and validate the flags / config file, print them, exit 0");
+  cmd.footer(
       "Example with two engines bridged in-process (no separate kvidx bridge):\n"
       "  kvidx serve --nats nats://127.0.0.1:4222 \\\n"
       "    --zmq 'tcp://10.0.0.5:5557,worker=3,block-size=16,replay=tcp://10.0.0.5:5558' \\\n"
       "    --zmq 'tcp://10.0.0.6:5557,worker=4,block-size=16,eagle'");
-  cmd->callback([cmd, flags, &exit_code] {
+  cmd.callback([flags, &exit_code](const ParsedCommand& parsed) {
     if (!flags->config_file.empty()) {
       // A missing config file is a missing input file (1), like everywhere else; bad content is a usage error.
       if (const std::string unreadable = check_input_file(flags->config_file); !unreadable.empty()) {
@@ -432,7 +401,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
         exit_code = kExitFailure;
         return;
       }
-      apply_config_file(*cmd, flags->config_file);
+      // `--config FILE`: the file's keys are the long flags (`lanes = 8`, `snapshot-interval = "30s"`,
+      // `subject = ["a.>"]`); flags given on the command line win.
+      parsed.apply_config_file(flags->config_file, {"config", "check-config", "help"});
     }
     exit_code = run_serve(*flags);
   });

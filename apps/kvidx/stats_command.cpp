@@ -1,10 +1,10 @@
 // kvidx stats: one JSON object describing an index (workers, ranks, blocks, nodes, edge-length
 // histogram, events by type), live from a service or offline from an event log.
-#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <iostream>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/live_client.h"
@@ -126,27 +126,27 @@ int run_offline(StatsFlags& flags) {
 
 }  // namespace
 
-void add_stats_command(CLI::App& app, int& exit_code) {
+void add_stats_command(Command& app, int& exit_code) {
   auto flags = std::make_shared<StatsFlags>();
-  auto* cmd = app.add_subcommand("stats", "Workers, ranks, blocks, nodes and event counts (live or from a log)");
-  add_live_flags(*cmd, flags->live, /*live_needs_nats_flag=*/true);
-  add_retries_flag(*cmd, flags->live);
-  auto* all = cmd->add_flag("--all", flags->all,
-                            "Every running replica's digest and stream position (kv.admin.replicas), not one's stats");
-  cmd->add_option("--window", flags->window_s, "With --all: seconds to collect the replicas' replies")
-      ->capture_default_str()
-      ->check(CLI::Range(0.05, 60.0))
-      ->needs(all);
-  add_offline_flags(*cmd, flags->offline, false);
-  cmd->get_option("--nats")->excludes("--events");
-  cmd->get_option("--events")->excludes("--nats");
-  all->excludes("--events");
-  cmd->footer(
+  Command& cmd = app.add_subcommand("stats", "Workers, ranks, blocks, nodes and event counts (live or from a log)");
+  add_live_flags(cmd, flags->live, /*live_needs_nats_flag=*/true);
+  add_retries_flag(cmd, flags->live);
+  Option& all = cmd.add_flag("--all", flags->all,
+                             "Every running replica's digest and stream position (kv.admin.replicas), not one's stats");
+  cmd.add_option("--window", flags->window_s, "With --all: seconds to collect the replicas' replies")
+      .capture_default_str()
+      .check(InRange{0.05, 60.0})
+      .needs("--all");
+  add_offline_flags(cmd, flags->offline, false);
+  cmd.get_option("--nats").excludes("--events");
+  cmd.get_option("--events").excludes("--nats");
+  all.excludes("--events");
+  cmd.footer(
       "Exactly one of --nats [URL] or --events. Prints one JSON object.\n"
       "Examples: kvidx stats --nats nats://127.0.0.1:4222 | jq .blocks\n"
       "          kvidx stats --nats nats://a:4222,nats://b:4222 --all   (replicas' digests and positions)\n"
       "          kvidx stats --events captured.jsonl.gz");
-  cmd->callback([flags, &exit_code] {
+  cmd.callback([flags, &exit_code] {
     if (flags->live.nats.url.empty() && flags->offline.events.empty()) {
       std::fprintf(stderr,
                    "kvidx stats: give --nats [URL] (live; URL defaults to $NATS_URL, else %s) or --events FILE "

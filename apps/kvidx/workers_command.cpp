@@ -1,13 +1,13 @@
 // kvidx workers / kvidx remove-worker: an operator's view of which (worker, rank) streams a running
 // kvidx holds, and the way to drop one (kv.admin.workers, kv.admin.remove_worker). Under the
 // least-privilege permissions (deploy/nats/permissions.conf) only the operator role may call them.
-#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
 
+#include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/commands.h"
 #include "apps/kvidx/exit_codes.h"
 #include "apps/kvidx/live_client.h"
@@ -56,24 +56,25 @@ int run_remove(const RemoveFlags& flags) {
 
 }  // namespace
 
-void add_workers_command(CLI::App& app, int& exit_code) {
+void add_workers_command(Command& app, int& exit_code) {
   auto flags = std::make_shared<LiveFlags>();
-  auto* cmd = app.add_subcommand("workers", "List the (worker, rank) streams a running kvidx holds, with their blocks");
-  add_live_flags(*cmd, *flags);
-  cmd->footer(
+  Command& cmd =
+      app.add_subcommand("workers", "List the (worker, rank) streams a running kvidx holds, with their blocks");
+  add_live_flags(cmd, *flags);
+  cmd.footer(
       "Prints one JSON object: {\"workers\":[...],\"streams\":[{\"worker_id\",\"dp_rank\",\"blocks\"}]}.\n"
       "Example: kvidx workers --nats nats://127.0.0.1:4222 | jq '.streams[]'");
-  cmd->callback([flags, &exit_code] { exit_code = run_workers(*flags); });
+  cmd.callback([flags, &exit_code] { exit_code = run_workers(*flags); });
 
   auto remove = std::make_shared<RemoveFlags>();
-  auto* rm = app.add_subcommand("remove-worker", "Drop a worker's blocks (every rank, or one) from a running kvidx");
-  add_live_flags(*rm, remove->live);
-  rm->add_option("--worker-id", remove->worker_id, "Worker to remove")->required();
-  rm->add_option("--dp-rank", remove->dp_rank, "Only this data-parallel rank (default: every rank)");
-  rm->footer(
+  Command& rm = app.add_subcommand("remove-worker", "Drop a worker's blocks (every rank, or one) from a running kvidx");
+  add_live_flags(rm, remove->live);
+  rm.add_option("--worker-id", remove->worker_id, "Worker to remove").required();
+  rm.add_option("--dp-rank", remove->dp_rank, "Only this data-parallel rank (default: every rank)");
+  rm.footer(
       "Every replica of the service removes it. Example:\n"
       "  kvidx remove-worker --nats tls://nats.internal:4222 --creds operator.creds --worker-id 7");
-  rm->callback([remove, &exit_code] { exit_code = run_remove(*remove); });
+  rm.callback([remove, &exit_code] { exit_code = run_remove(*remove); });
 }
 
 }  // namespace kvidx::cli
