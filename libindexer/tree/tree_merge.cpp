@@ -38,6 +38,7 @@ std::size_t ConcurrentRadixTree::merge_only_children_locked(const NodeRef& paren
 
     const std::uint32_t offset = parent.edge_length();  // the child starts at the parent's end depth
     parent.children_.erase(child.edge_.front().local);
+    parent.edge_.reserve(offset + child.edge_.size());  // exactly: no growth slack on a joined edge
     parent.edge_.insert(parent.edge_.end(), child.edge_.begin(), child.edge_.end());
     for (const auto& entry : child.coverage_.entries()) parent.set_coverage(entry.slot, offset + entry.covered);
     parent.names_.append(std::move(child.names_), offset, parent.edge_);
