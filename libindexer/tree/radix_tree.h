@@ -4,8 +4,8 @@
 //
 // One job per file: radix_tree.cpp (construction, apply_event dispatch, per-stream counts),
 // tree_store.cpp, tree_remove.cpp, tree_match.cpp (find_matches), tree_cleanup.cpp, tree_merge.cpp
-// (cleanup folding an only child into its parent), tree_dump.cpp (dump_events, edge lengths). Nodes: radix_node.h; per-stream state: worker_lookup.h and
-// worker_registry.h. The invariants below hold across all of them.
+// (cleanup folding an only child into its parent), tree_dump.cpp (dump_events, edge lengths). Nodes: radix_node.h;
+// per-stream state: worker_lookup.h and worker_registry.h. The invariants below hold across all of them.
 //
 // Concurrency scheme and invariants
 // - Every node has a std::shared_mutex. Readers take shared locks hand over hand from the root

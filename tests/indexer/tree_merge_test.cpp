@@ -31,7 +31,8 @@ RouterEvent store_salted(WorkerId worker, const Hashes& prefix, const Hashes& lo
   if (!prefix.empty()) data.parent_hash = ExternalSequenceBlockHash{external_hashes({}, prefix).back().value ^ salt};
   const auto ext = external_hashes(prefix, locals);
   for (std::size_t i = 0; i < locals.size(); ++i) {
-    data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{ext[i].value ^ salt}, LocalBlockHash{locals[i]}, std::nullopt});
+    data.blocks.push_back(
+        StoredBlock{ExternalSequenceBlockHash{ext[i].value ^ salt}, LocalBlockHash{locals[i]}, std::nullopt});
   }
   return RouterEvent{worker, KvCacheEvent{0, std::move(data), 0}, std::nullopt};
 }
@@ -200,7 +201,8 @@ TEST_CASE("prefix churn: after cleanup the tree has the nodes of one built from 
     ConcurrentRadixTree fresh_tree;
     DirectLookup fresh_lookup;
     for (WorkerId v = 0; v < kWorkers; ++v) {
-      for (const auto& sequence : workers[v].held) apply_direct(fresh_tree, fresh_lookup, make_store_event(v, sequence));
+      for (const auto& sequence : workers[v].held)
+        apply_direct(fresh_tree, fresh_lookup, make_store_event(v, sequence));
     }
     INFO("round " << round);
     CHECK(tree.node_count() == fresh_tree.node_count());
@@ -248,8 +250,8 @@ void race_merges(int dumpers) {
   const auto chain_hashes = external_hashes({}, chain);
 
   std::atomic<bool> stop{false};
-  std::atomic<int> failures{0};       // a rejected event or a wrong score
-  std::atomic<int> short_dumps{0};    // a dump missing some of worker 1's blocks
+  std::atomic<int> failures{0};     // a rejected event or a wrong score
+  std::atomic<int> short_dumps{0};  // a dump missing some of worker 1's blocks
   std::atomic<std::size_t> merged{0};
   std::thread brancher([&] {
     DirectLookup lookup2;
