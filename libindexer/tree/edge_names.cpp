@@ -70,4 +70,21 @@ HolderNames HolderNames::split_off(std::uint32_t keep) {
   return suffix;
 }
 
+void HolderNames::append(HolderNames child, std::uint32_t offset, std::span<const EdgeBlock> edge) {
+  if (!child.entries_) return;
+  for (Entry& named : *child.entries_) {
+    Entry* entry = find(named.slot);
+    if (entry == nullptr) {
+      if (!entries_) entries_ = std::make_unique<std::vector<Entry>>();
+      auto it = std::lower_bound(entries_->begin(), entries_->end(), named.slot,
+                                 [](const Entry& e, WorkerSlot s) { return e.slot < s; });
+      entry = &*entries_->insert(it, Entry{named.slot, {}});
+    }
+    // Positions before `offset` the entry does not name yet use their canonical names.
+    entry->hashes.reserve(offset + named.hashes.size());
+    for (std::size_t p = entry->hashes.size(); p < offset; ++p) entry->hashes.push_back(edge[p].external);
+    entry->hashes.insert(entry->hashes.end(), named.hashes.begin(), named.hashes.end());
+  }
+}
+
 }  // namespace kvidx

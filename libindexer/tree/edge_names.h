@@ -51,6 +51,10 @@ class HolderNames {
   // The edge splits after `keep` blocks: returns the names of the blocks past `keep` (positions
   // renumbered from 0) and keeps the first `keep` here.
   HolderNames split_off(std::uint32_t keep);
+  // The inverse of split_off: the edge (already `edge`) was joined with a child's edge that now
+  // starts at `offset`; `child` holds the child's names (positions from 0). Only a slot that holds
+  // every block before `offset` may have names in `child` (the caller's merge condition).
+  void append(HolderNames child, std::uint32_t offset, std::span<const EdgeBlock> edge);
 
   bool empty() const { return !entries_; }
   std::size_t slots_named() const { return entries_ ? entries_->size() : 0; }

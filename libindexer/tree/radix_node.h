@@ -169,9 +169,14 @@ class RadixNode {
   // The node that held the blocks right after this edge when it was last split. Lookups recorded
   // before a split follow it to find blocks that moved into the suffix.
   NodeRef continuation_;
-  std::uint64_t shape_version_ = 0;  // bumped by split, in-place growth, child insert and detach
+  // Set (with detached_) when cleanup folded this node into its parent (tree_merge.cpp): its blocks
+  // now sit in that node's edge at the same depths. Lookups recorded here follow it upward, taking
+  // the parent's lock only after releasing this one. Only merged-away nodes point upward, so
+  // references never form a cycle.
+  NodeRef merged_into_;
+  std::uint64_t shape_version_ = 0;  // bumped by split, in-place growth, child insert, merge and detach
   bool sealed_ = false;              // has had children: never grows in place again
-  bool detached_ = false;            // cut out of the tree by cleanup
+  bool detached_ = false;            // cut out of the tree by cleanup, or merged into its parent
 };
 
 inline NodeRef::NodeRef(RadixNode* node) noexcept : node_(node) {

@@ -105,6 +105,14 @@ std::optional<ConcurrentRadixTree::LockedBlock> ConcurrentRadixTree::locate_held
   ExclusiveLock lock(node->mutex_);
   while (true) {
     const RadixNode& n = *node;
+    if (n.detached_ && n.merged_into_) {
+      // Folded into its parent (tree_merge.cpp): the block sits there at the same depth.
+      NodeRef up = n.merged_into_;
+      lock.unlock();  // NOTE: released before the parent is locked: nobody locks upward while holding
+      lock = ExclusiveLock(up->mutex_);
+      node = std::move(up);
+      continue;
+    }
     if (n.detached_ || depth < n.start_depth_) return std::nullopt;
     const std::uint32_t covered = n.coverage_.covered(slot);
     if (depth < n.end_depth()) {

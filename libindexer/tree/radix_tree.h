@@ -3,9 +3,9 @@
 // answers prefix-overlap queries concurrently with them.
 //
 // One job per file: radix_tree.cpp (construction, apply_event dispatch, per-stream counts),
-// tree_store.cpp, tree_remove.cpp, tree_match.cpp (find_matches), tree_cleanup.cpp, tree_dump.cpp
-// (dump_events, edge lengths). Nodes: radix_node.h; per-stream state: worker_lookup.h and
-// worker_registry.h. The invariants below hold across all of them.
+// tree_store.cpp, tree_remove.cpp, tree_match.cpp (find_matches), tree_cleanup.cpp, tree_merge.cpp
+// (cleanup folding an only child into its parent), tree_dump.cpp (dump_events, edge lengths). Nodes: radix_node.h;
+// per-stream state: worker_lookup.h and worker_registry.h. The invariants below hold across all of them.
 //
 // Concurrency scheme and invariants
 // - Every node has a std::shared_mutex. Readers take shared locks hand over hand from the root
@@ -17,7 +17,8 @@
 //   holds at most two node locks at a time, and only while moving down.
 // - A writer may enter a node directly through its stream's WorkerLookup. It then checks
 //   `detached_` under the node's lock: cleanup only detaches nodes no stream holds, so a detached
-//   node never holds the writer's block and the event treats the block as absent.
+//   node never holds the writer's block and the event treats the block as absent (unless the node
+//   was merged into its parent: then the writer follows `merged_into_`, see below).
 // - Per stream, coverage is prefix-closed: if a stream holds any block of a node, it holds every
 //   edge of the node's ancestors fully. Stores add coverage top-down; removes cut a node and then
 //   drop the stream from the node's descendants. A reader therefore only descends through nodes
@@ -34,6 +35,14 @@
 //   closure nobody can hold them. Other nodes no stream holds stay attached until run_cleanup()
 //   detaches them; detached subtrees are dismantled iteratively and freed once the last stale
 //   lookup reference goes.
+// - Cleanup also merges: a non-root node left with one child whose holders are exactly the node's
+//   (each a full holder of the node) takes the child's edge, coverage, names and children
+//   (tree_merge.cpp), so split points that stopped mattering do not pile up under prefix churn.
+//   Scores and dumps do not change (the same streams hold the same blocks at the same depths). The
+//   merged-away child is detached with `merged_into_` pointing at the node: a lookup entry still
+//   pointing at it follows that upward (releasing the child's lock first) and finds its block at
+//   the same depth. Dumps, which do not read hand over hand, hold `merge_gate_` shared; a merge
+//   only try-locks it, so it never waits for a dump (it is left to the next cleanup).
 // - External hashes are per-stream names (edge_names.h): a block is its local-hash path; a stream's
 //   Removed, Stored parent and dump use the name that stream gave it (RadixNode::name_of).
 #pragma once
@@ -78,6 +87,7 @@ std::string_view to_string(ApplyStatus status);
 struct CleanupStats {
   std::size_t nodes_removed = 0;
   std::size_t blocks_removed = 0;
+  std::size_t nodes_merged = 0;  // children folded into their parent (tree_merge.cpp)
 };
 
 class ConcurrentRadixTree {
@@ -172,10 +182,23 @@ class ConcurrentRadixTree {
 
   // Cleanup (tree_cleanup.cpp).
   void dismantle(NodeRef subtree_root, CleanupStats& stats);
+  // Detaches the `candidates` that are still children of `parent` (locked exclusively) and still
+  // held by nobody, appending them to `detached`; returns how many.
+  std::size_t detach_dead_children_locked(RadixNode& parent, const std::vector<NodeRef>& candidates,
+                                          std::vector<NodeRef>& detached);
+
+  // Merging (tree_merge.cpp). Whether `child`, the only child of `parent`, may be folded into it;
+  // the caller holds both locks (shared is enough to look, exclusive to merge).
+  static bool can_merge(const RadixNode& parent, const RadixNode& child);
+  // Folds the only child of `parent` (locked exclusively, not the root) into it while it has one
+  // that can_merge; returns how many were folded.
+  std::size_t merge_only_children_locked(const NodeRef& parent);
   static std::int64_t steady_now_ns();  // the cleanup clock
 
   NodeRef root_;
   WorkerRegistry registry_;
+  // Held shared by dump_events for its whole walk; a merge try-locks it exclusively (see above).
+  mutable std::shared_mutex merge_gate_;
   std::atomic<std::size_t> node_count_{0};       // attached nodes, root excluded
   std::atomic<std::size_t> attached_blocks_{0};  // blocks on attached edges, dead ones included
   std::atomic<std::size_t> dead_blocks_estimate_{0};

@@ -1,5 +1,6 @@
 // ConcurrentRadixTree, cleanup: when dead blocks pile up (or on an interval), detach the nodes no
-// stream holds and dismantle their subtrees. Locking rules and invariants: radix_tree.h.
+// stream holds and dismantle their subtrees, then fold a node left with one child into it where
+// that changes nothing observable (tree_merge.cpp). Locking rules and invariants: radix_tree.h.
 #include "libindexer/tree/radix_tree.h"
 
 #include <algorithm>
@@ -42,6 +43,7 @@ CleanupStats ConcurrentRadixTree::run_cleanup() {
     stack.pop_back();
     live.clear();
     dead.clear();
+    bool merge_candidate = false;
     {
       // Shared pass: find candidates without excluding readers.
       SharedLock parent_lock(parent->mutex_);
@@ -50,24 +52,34 @@ CleanupStats ConcurrentRadixTree::run_cleanup() {
         SharedLock child_lock(child->mutex_);
         (child->coverage_.empty() ? dead : live).push_back(child);
       }
+      // An only child left by an earlier round whose merge had to wait (a dump, a remover).
+      if (parent != root_ && live.size() == 1 && dead.empty()) {
+        SharedLock child_lock(live.front()->mutex_);
+        merge_candidate = can_merge(*parent, *live.front());
+      }
     }
-    if (!dead.empty()) {
+    // Left with one live child: the split between them may no longer separate anything.
+    merge_candidate = merge_candidate || (parent != root_ && !dead.empty() && live.size() <= 1);
+    if (!dead.empty() || merge_candidate) {
       std::vector<NodeRef> detached;
       {
+        // NOTE: try-locked, before any node lock: a merge never waits for a dump (merge_gate_).
+        std::unique_lock gate(merge_gate_, std::defer_lock);
+        if (merge_candidate) (void)gate.try_lock();
         ExclusiveLock parent_lock(parent->mutex_);
-        for (auto& candidate : dead) {
-          ExclusiveLock child_lock(candidate->mutex_);
-          // NOTE: re-checked under both locks: a store may have revived it since the shared pass.
-          if (!candidate->coverage_.empty() || candidate->detached_) continue;
-          const RadixNode* current = parent->children_.find(candidate->edge_.front().local);
-          if (current != candidate.get()) continue;
-          parent->children_.erase(candidate->edge_.front().local);
-          if (parent->continuation_ == candidate) parent->continuation_ = NodeRef{};
-          ++parent->shape_version_;
-          // Marked here, under the parent's lock, so no lookup-guided writer can use it afterwards.
-          candidate->detached_ = true;
-          ++candidate->shape_version_;
-          detached.push_back(candidate);
+        detach_dead_children_locked(*parent, dead, detached);
+        if (gate.owns_lock() && !parent->detached_) {
+          while (const std::size_t merged = merge_only_children_locked(parent)) {
+            stats.nodes_merged += merged;
+            // The merged child's children are the parent's now; some may be dead already, and
+            // once they go the parent may have an only child again.
+            dead.clear();
+            for (const auto& [key, child] : parent->children_.entries()) dead.push_back(child);
+            if (detach_dead_children_locked(*parent, dead, detached) == 0) break;
+          }
+          // Visit the parent's current children next (a merge replaced them).
+          live.clear();
+          for (const auto& [key, child] : parent->children_.entries()) live.push_back(child);
         }
       }
       for (auto& subtree : detached) dismantle(std::move(subtree), stats);
@@ -77,6 +89,27 @@ CleanupStats ConcurrentRadixTree::run_cleanup() {
   last_cleanup_ns_.store(steady_now_ns(), std::memory_order_relaxed);
   cleanup_scheduled_.store(false, std::memory_order_release);
   return stats;
+}
+
+std::size_t ConcurrentRadixTree::detach_dead_children_locked(RadixNode& parent, const std::vector<NodeRef>& candidates,
+                                                             std::vector<NodeRef>& detached) {
+  std::size_t count = 0;
+  for (const auto& candidate : candidates) {
+    ExclusiveLock child_lock(candidate->mutex_);  // NOTE: parent before child: top-down order
+    // NOTE: re-checked under both locks: a store may have revived it since the shared pass.
+    if (!candidate->coverage_.empty() || candidate->detached_) continue;
+    const RadixNode* current = parent.children_.find(candidate->edge_.front().local);
+    if (current != candidate.get()) continue;
+    parent.children_.erase(candidate->edge_.front().local);
+    if (parent.continuation_ == candidate) parent.continuation_ = NodeRef{};
+    ++parent.shape_version_;
+    // Marked here, under the parent's lock, so no lookup-guided writer can use it afterwards.
+    candidate->detached_ = true;
+    ++candidate->shape_version_;
+    detached.push_back(candidate);
+    ++count;
+  }
+  return count;
 }
 
 void ConcurrentRadixTree::dismantle(NodeRef subtree_root, CleanupStats& stats) {

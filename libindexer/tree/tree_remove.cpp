@@ -153,6 +153,13 @@ void ConcurrentRadixTree::drop_stream(WorkerLookup& lookup, WorkerSlot slot) {
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
   for (auto& node : nodes) {
     ExclusiveLock lock(node->mutex_);
+    while (node->detached_ && node->merged_into_) {
+      // Folded into its parent: cut there (at its start: the whole stream goes anyway).
+      NodeRef up = node->merged_into_;
+      lock.unlock();  // NOTE: released before the parent is locked: nobody locks upward while holding
+      lock = ExclusiveLock(up->mutex_);
+      node = std::move(up);
+    }
     if (node->detached_) continue;
     LockedBlock at{std::move(node), std::move(lock), 0};
     cut_locked(nullptr, slot, at);
