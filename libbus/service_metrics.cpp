@@ -91,6 +91,13 @@ void register_indexer_gauges(MetricsRegistry& metrics, const LaneIndexer& indexe
                            [ix, t] { return static_cast<double>(ix->shard_sizes_now().streams_by_tier[t]); });
     metrics.gauge_callback("kvidx_tier_events_total", "Events applied, by the storage tier they carry",
                            {{"tier", name}}, [ix, t] { return static_cast<double>(ix->metrics().applied_by_tier[t]); });
+    metrics.gauge_callback("kvidx_tree_cleanup_nodes_removed_total",
+                           "Nodes no stream held, cut off by cleanup passes, by storage tier", {{"tier", name}},
+                           [ix, t] { return static_cast<double>(ix->metrics().cleanup_nodes_removed[t]); });
+    metrics.gauge_callback("kvidx_tree_cleanup_nodes_merged_total",
+                           "Only children folded into their parent by cleanup passes (same holders), by storage tier",
+                           {{"tier", name}},
+                           [ix, t] { return static_cast<double>(ix->metrics().cleanup_nodes_merged[t]); });
   }
   // What the tree did with the events the lanes applied (unknown parents, removals of unknown
   // blocks and malformed events are counted here, not dead-lettered: they are valid JSON).

@@ -342,6 +342,8 @@ LaneIndexerMetrics LaneIndexer::metrics() const {
   }
   for (std::size_t tier = 0; tier < kStorageTierCount; ++tier) {
     out.applied_by_tier[tier] = applied_by_tier_[tier].load(std::memory_order_relaxed);
+    out.cleanup_nodes_removed[tier] = cleanup_nodes_removed_[tier].load(std::memory_order_relaxed);
+    out.cleanup_nodes_merged[tier] = cleanup_nodes_merged_[tier].load(std::memory_order_relaxed);
   }
   out.approximate.enabled = pruner_ != nullptr;
   out.approximate.decisions_recorded = decisions_recorded_.load(std::memory_order_relaxed);
@@ -431,13 +433,15 @@ void LaneIndexer::run_task(Lane& lane, LaneTask& task) {
       return;
     }
     case TaskKind::remove_stream: remove_stream_in_every_tier(lane, task.stream); return;
-    case TaskKind::cleanup:
-      if (task.tier == StorageTier::device) {
-        tree_.run_cleanup();
-      } else if (ConcurrentRadixTree* tree = lower_tree(task.tier)) {
-        tree->run_cleanup();
-      }
+    case TaskKind::cleanup: {
+      ConcurrentRadixTree* tree = task.tier == StorageTier::device ? &tree_ : lower_tree(task.tier);
+      if (tree == nullptr) return;
+      const CleanupStats stats = tree->run_cleanup();
+      const std::size_t t = tier_index(task.tier);
+      cleanup_nodes_removed_[t].fetch_add(stats.nodes_removed, std::memory_order_relaxed);
+      cleanup_nodes_merged_[t].fetch_add(stats.nodes_merged, std::memory_order_relaxed);
       return;
+    }
     case TaskKind::fail_for_test: throw std::runtime_error("injected lane failure");
     case TaskKind::stop: return;
   }

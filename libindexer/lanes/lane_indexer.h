@@ -112,7 +112,10 @@ struct LaneIndexerMetrics {
   static constexpr std::size_t kStatuses = 4;                          // ApplyStatus
   std::array<std::array<std::uint64_t, kStatuses>, kKinds> applied{};  // [EventKind][ApplyStatus]
   std::array<std::uint64_t, kStorageTierCount> applied_by_tier{};      // events applied, by their tier
-  std::vector<std::size_t> lane_queue_depths;                          // tasks waiting per lane
+  // Cleanup passes, by tree: dead nodes cut off, and only children folded into their parent.
+  std::array<std::uint64_t, kStorageTierCount> cleanup_nodes_removed{};
+  std::array<std::uint64_t, kStorageTierCount> cleanup_nodes_merged{};
+  std::vector<std::size_t> lane_queue_depths;  // tasks waiting per lane
   // Synthetic events are also counted in `applied` (they go through the tree like any event).
   ApproximateModeMetrics approximate;
 
@@ -332,6 +335,8 @@ class LaneIndexer {
   std::array<std::array<std::atomic<std::uint64_t>, LaneIndexerMetrics::kStatuses>, LaneIndexerMetrics::kKinds>
       applied_{};
   std::array<std::atomic<std::uint64_t>, kStorageTierCount> applied_by_tier_{};
+  std::array<std::atomic<std::uint64_t>, kStorageTierCount> cleanup_nodes_removed_{};
+  std::array<std::atomic<std::uint64_t>, kStorageTierCount> cleanup_nodes_merged_{};
 
   // Approximate mode (all null / idle otherwise).
   const LaneIndexerOptions options_;

@@ -554,3 +554,23 @@ TEST_CASE("dead_branches_count_as_pending_cleanup_until_cleanup_detaches_them") 
   CHECK(sizes.node_count == 1);
   CHECK(sizes.blocks_pending_cleanup == 0);
 }
+
+TEST_CASE("cleanup passes run by the lanes are counted: dead nodes removed and only children merged, per tier") {
+  LaneIndexer indexer(2);
+  // Worker 2 diverges from worker 1 after block 2: node [1,2] with children [3,4] and [5,6].
+  apply(indexer, make_store_event(1, {1, 2, 3, 4}));
+  apply(indexer, make_store_event(2, {1, 2, 5, 6}));
+  flush_and_settle(indexer);
+  CHECK(indexer.metrics().cleanup_nodes_removed[tier_index(StorageTier::device)] == 0);
+  CHECK(indexer.metrics().cleanup_nodes_merged[tier_index(StorageTier::device)] == 0);
+  // Worker 2 drops everything: [5,6] is dead, and [3,4] is [1,2]'s only child with its holders.
+  apply(indexer, make_remove_event_with_parent(2, {}, {1, 2, 5, 6}));
+  flush_and_settle(indexer);
+  REQUIRE(LaneIndexerTestPeer::run_cleanup_for_test(indexer, StorageTier::device) == IndexerStatus::ok);
+  const LaneIndexerMetrics m = indexer.metrics();
+  CHECK(m.cleanup_nodes_removed[tier_index(StorageTier::device)] == 1);
+  CHECK(m.cleanup_nodes_merged[tier_index(StorageTier::device)] == 1);
+  CHECK(m.cleanup_nodes_merged[tier_index(StorageTier::host_pinned)] == 0);
+  assert_edge_lengths(indexer.tree(), {4});
+  assert_score(indexer, {1, 2, 3, 4}, worker(1), 4);
+}

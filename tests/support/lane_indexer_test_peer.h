@@ -15,6 +15,13 @@ class LaneIndexerTestPeer {
     LaneIndexer::LaneTask task{LaneIndexer::TaskKind::fail_for_test, {}, {}, nullptr};
     return indexer.push(*indexer.lanes_.at(lane), std::move(task)) ? IndexerStatus::ok : IndexerStatus::offline;
   }
+  // Runs a cleanup pass of `tier`'s tree on lane 0 now (as when enough dead blocks scheduled one).
+  static IndexerStatus run_cleanup_for_test(LaneIndexer& indexer, StorageTier tier) {
+    LaneIndexer::LaneTask task{LaneIndexer::TaskKind::cleanup, {}, {}, nullptr};
+    task.tier = tier;
+    if (!indexer.push(*indexer.lanes_.at(0), std::move(task))) return IndexerStatus::offline;
+    return indexer.flush();
+  }
 };
 
 }  // namespace kvidx
