@@ -85,7 +85,10 @@ bool Ingest::prepare_message(std::string_view subject, std::string_view data, st
       return false;
     }
   } else if (subject.substr(0, events_head_.size()) == events_head_) {
-    const auto subject_worker = ctx_.subjects.worker_from_events_subject(subject);
+    // NOTE: <p>.events.<P>.<id> is what a server's shard mapping makes of <p>.events.<id>: an
+    // unsharded kvidx reads a sharded deployment's stream too (a whole replica beside the shards).
+    auto subject_worker = ctx_.subjects.worker_from_events_subject(subject);
+    if (!subject_worker) subject_worker = ctx_.subjects.worker_from_partitioned_events_subject(subject);
     if (!subject_worker) {
       counters_.events(0, EventResult::rejected).inc(events.size());
       dead_letter(subject, data, "subject", "subject: no numeric worker id after " + events_head_);

@@ -55,6 +55,18 @@ std::string Subjects::shard_query_scores(std::uint32_t index) const {
   return prefix_ + ".shard." + std::to_string(index) + ".query.scores";
 }
 
+std::optional<WorkerId> Subjects::worker_from_partitioned_events_subject(std::string_view subject) const {
+  const std::string head = prefix_ + ".events.";
+  if (subject.size() <= head.size() || subject.substr(0, head.size()) != head) return std::nullopt;
+  const std::string_view rest = subject.substr(head.size());
+  const std::size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || dot == 0) return std::nullopt;
+  for (const char c : rest.substr(0, dot)) {
+    if (c < '0' || c > '9') return std::nullopt;
+  }
+  return trailing_id(rest, rest.substr(0, dot + 1));
+}
+
 std::optional<WorkerId> Subjects::worker_from_shard_events_subject(std::string_view subject) const {
   if (!shard_) return std::nullopt;
   return trailing_id(subject, prefix_ + ".events." + std::to_string(shard_->index) + ".");

@@ -59,6 +59,9 @@ class Subjects {
   std::string events_filter() const;
   // <p>.shard.<index>.query.scores: what the merging front (and a client merging itself) asks.
   std::string shard_query_scores(std::uint32_t index) const;
+  // The worker id of "<prefix>.events.<P>.<id>" (the subject a server's shard mapping makes of
+  // "<prefix>.events.<id>", any partition P): what an unsharded kvidx reads on a sharded stream.
+  std::optional<WorkerId> worker_from_partitioned_events_subject(std::string_view subject) const;
   // The worker id of "<prefix>.events.<I>.<id>" for this shard's I; nullopt for anything else.
   std::optional<WorkerId> worker_from_shard_events_subject(std::string_view subject) const;
 
