@@ -392,9 +392,41 @@ TEST_CASE(
   CHECK(by_name["y"].at("blocks") == 3);
   CHECK(by_name["z"].at("restored_from") == "");
   CHECK_FALSE(by_name["z"].contains("shard"));
-  CHECK(by_name["z"].at("blocks") == 3);  // read from the stream (kv.events.0.7, worker from the payload)
+  CHECK(by_name["z"].at("blocks") == 3);  // read from the stream (kv.events.0.7: worker id from the subject)
   CHECK(y.stop(SIGTERM) == 0);
   CHECK(z.stop(SIGTERM) == 0);
+  // A shard whose N differs from the server's mapping's: what reaches it for another shard is
+  // dead-lettered with the mapping it needs, never indexed (worker 0: partition 0 of 3, 1 of 2).
+  {
+    REQUIRE(bus::shard_of_worker(0, 3) == 0);
+    REQUIRE(bus::shard_of_worker(0, 2) == 1);
+    auto dead = conn.subscribe_sync("kv.deadletter");
+    REQUIRE(dead.ok());
+    REQUIRE(conn.flush().ok());
+    ServeProcess m(server, dir, "m", {"--shard", "0/2", "--snapshot-interval", "0"});
+    REQUIRE(testing::wait_until(
+        [&] {
+          for (const Json& a : replica_answers(conn, std::chrono::milliseconds(300), 1)) {
+            if (a.at("replica") == "m") return true;
+          }
+          return false;
+        },
+        std::chrono::seconds(20)));
+    auto js = bus::JetStream::create(conn);
+    REQUIRE(js.ok());
+    REQUIRE(js.value().publish("kv.events.0", encode_router_event(testing::make_store_event(0, {4, 5}))).ok());
+    bool found = false;
+    for (int i = 0; i < 2 && !found; ++i) {
+      auto letter = dead.value().next(10000);
+      REQUIRE(letter.ok());
+      const auto reason = letter.value().header("Kvidx-Reason").value_or("");
+      found = letter.value().subject() == std::string_view("kv.deadletter") &&
+              reason.find("worker 0 belongs to shard 1 of 2, not 0") != std::string::npos &&
+              reason.find("{{partition(2,1)}}") != std::string::npos;
+    }
+    CHECK(found);
+    CHECK(m.stop(SIGTERM) == 0);
+  }
 }
 
 }  // TEST_SUITE("cluster")
