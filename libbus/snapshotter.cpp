@@ -51,6 +51,13 @@ BusStatus Snapshotter::restore() {
   }
   if (!loaded.value()) {
     auto foreign = store_->foreign_snapshot_of_name();
+    for (int attempt = 1;
+         !foreign.ok() && attempt < 5 && (foreign.error().timed_out() || foreign.error().status == NATS_NO_RESPONDERS);
+         ++attempt) {
+      spdlog::warn("looking for snapshots of durable '{}' in other layouts failed ({}); retrying", ctx_.config.durable,
+                   foreign.error().message);
+      foreign = store_->foreign_snapshot_of_name();
+    }
     if (!foreign.ok()) return foreign.error();
     if (foreign.value()) {
       return BusError{NATS_ERR,
