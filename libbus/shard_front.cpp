@@ -25,6 +25,7 @@ struct ShardFront::Impl {
   Counter* answered = nullptr;  // merged replies sent
   Counter* failed = nullptr;    // error replies (a shard's error, or a shard not answering)
   Counter* admin_refused = nullptr;
+  Counter* shard_retries = nullptr;
   Histogram* latency = nullptr;
   LogRateLimiter warnings;
   Connection conn;  // NOTE: declared before scatter and subs: destroyed after them
@@ -38,6 +39,8 @@ struct ShardFront::Impl {
         &metrics.counter("kvidx_front_queries_total", "Score queries answered by the front", {{"result", "error"}});
     admin_refused = &metrics.counter("kvidx_front_admin_refused_total",
                                      "kv.admin.stats/workers/dump requests answered with where to ask instead");
+    shard_retries = &metrics.counter("kvidx_front_shard_retries_total",
+                                     "Shard requests sent again after no answer in time (a replica died holding one)");
     latency = &metrics.histogram("kvidx_front_query_duration_seconds",
                                  "Score query latency at the front (scatter, the slowest shard, merge)",
                                  latency_buckets_seconds());
@@ -102,13 +105,11 @@ BusStatus ShardFront::start() {
   auto conn = Connection::connect(options);
   if (!conn.ok()) return conn.error();
   d.conn = std::move(conn).value();
-  auto scatter = ShardScatter::start(d.conn, d.subjects,
-                                     ScatterOptions{d.config.shards, d.config.shard_timeout, d.config.shard_retries});
+  auto scatter = ShardScatter::start(
+      d.conn, d.subjects,
+      ScatterOptions{d.config.shards, d.config.shard_timeout, d.config.shard_retries, d.shard_retries});
   if (!scatter.ok()) return scatter.error();
   d.scatter = std::move(scatter).value();
-  d.metrics.gauge_callback("kvidx_front_shard_retries_total",
-                           "Shard requests sent again after no answer in time (a replica died holding one)", {},
-                           [s = d.scatter.get()] { return static_cast<double>(s->retries_sent()); });
   auto scores =
       d.conn.queue_subscribe(d.subjects.query_scores(), kQueueGroup, [&d](Message m) { d.on_scores(std::move(m)); });
   if (!scores.ok()) return scores.error();
@@ -129,8 +130,8 @@ void ShardFront::stop() {
   if (d.stopped.exchange(true)) return;
   d.subs.clear();
   d.scatter.reset();  // answers what is still in flight with an error
+  // NOTE: the connection stays open until the front is destroyed: healthy() may read it meanwhile.
   if (d.conn.valid()) d.conn.flush(1000);
-  d.conn = Connection();
 }
 
 bool ShardFront::healthy() const { return !impl_->stopped.load() && impl_->conn.valid() && !impl_->conn.closed(); }

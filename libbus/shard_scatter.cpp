@@ -176,6 +176,7 @@ void ShardScatter::timer_loop() {
       ++it;
     }
     retries_sent_ += resend.size();
+    if (options_.retries_counter != nullptr && !resend.empty()) options_.retries_counter->inc(resend.size());
     std::vector<std::pair<std::uint64_t, std::string>> bodies;
     for (const auto& [id, shard] : resend) bodies.emplace_back(id, pending_.at(id).request);
     lock.unlock();

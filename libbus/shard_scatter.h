@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "libbus/metrics.h"
 #include "libbus/nats_connection.h"
 #include "libbus/nats_subscription.h"
 #include "libbus/subjects.h"
@@ -35,6 +36,7 @@ struct ScatterOptions {
   std::uint32_t shards = 1;
   std::chrono::milliseconds timeout{2000};  // for the whole query, retries included
   int retries = 2;                          // per shard
+  Counter* retries_counter = nullptr;       // optional: counts the shard requests sent again
 };
 
 // The merged reply (encoded, as one unsharded kvidx would send it) or why there is none: a

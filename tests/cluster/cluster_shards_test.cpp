@@ -22,6 +22,7 @@
 #include "libcodec/query_codec.h"
 #include "replay/mooncake_workload.h"
 #include "tests/faults/fault_support.h"
+#include "tests/support/http_probe.h"
 #include "tests/support/nats_cluster.h"
 #include "tests/support/wait_until.h"
 
@@ -133,7 +134,11 @@ TEST_CASE("shards: 3 shards x 2 replicas and a front answer a Mooncake workload 
                                                                   "--lanes", "1", "--snapshot-interval", "0"}));
     }
   }
-  ServeProcess front(cluster.urls(), dir, "front", {"--front", std::to_string(kShards), "--shard-timeout", "3s"});
+  const int front_metrics = testing::find_free_port();
+  ServeProcess front(cluster.urls(), dir, "front",
+                     {"--nats", cluster.urls(), "--front", std::to_string(kShards), "--shard-timeout", "3s",
+                      "--metrics", "127.0.0.1:" + std::to_string(front_metrics)},
+                     /*default_flags=*/false);
   REQUIRE(testing::wait_until([&] { return replica_answers(conn, std::chrono::milliseconds(500), 6).size() == 6; },
                               std::chrono::seconds(30), std::chrono::milliseconds(100)));
 
@@ -214,7 +219,8 @@ TEST_CASE("shards: 3 shards x 2 replicas and a front answer a Mooncake workload 
   bus::RetryPolicy policy;
   policy.retries = 2;
   policy.timeout_ms = 3000;
-  auto scatter = bus::ShardScatter::start(conn, bus::Subjects(), {kShards, std::chrono::milliseconds(3000), 2});
+  auto scatter =
+      bus::ShardScatter::start(conn, bus::Subjects(), {kShards, std::chrono::milliseconds(3000), 2, nullptr});
   REQUIRE(scatter.ok());
   std::vector<std::string> requests;
   std::vector<std::string> front_replies;
@@ -299,6 +305,15 @@ TEST_CASE("shards: 3 shards x 2 replicas and a front answer a Mooncake workload 
     CHECK(listed.at("agree") == true);
     CHECK(listed.at("by_replica").at(0).at("shard") == "0/3");
   }
+  // The front's own account: every query answered, shard requests it sent again (after the kill).
+  const auto front_scrape = testing::http_get(front_metrics, "/metrics");
+  REQUIRE(front_scrape.has_value());
+  CHECK(front_scrape->body.find("kvidx_front_queries_total{result=\"error\"} 0") != std::string::npos);
+  std::string front_retry_line = "kvidx_front_shard_retries_total ?";
+  if (const auto at = front_scrape->body.find("\nkvidx_front_shard_retries_total "); at != std::string::npos) {
+    front_retry_line = front_scrape->body.substr(at + 1, front_scrape->body.find('\n', at + 1) - at - 1);
+  }
+  CHECK(testing::http_get(front_metrics, "/readyz").value_or(testing::HttpReply{}).status == 200);
   const std::uint64_t front_retries =
       scatter.value()->retries_sent();  // the client's own scatter: 0 unless a shard was slow
   CHECK(front.stop(SIGTERM) == 0);
@@ -327,7 +342,7 @@ TEST_CASE("shards: 3 shards x 2 replicas and a front answer a Mooncake workload 
   MESSAGE(latency_line("one unsharded kvidx", whole_us));
   MESSAGE(answered.load() << " queries through the front across the SIGKILL of s1a (" << before_kill
                           << " before): " << failed.load() << " failed, " << wrong.load()
-                          << " differed; client scatter retries " << front_retries);
+                          << " differed; front: " << front_retry_line << "; client scatter retries " << front_retries);
   for (auto& r : replicas) {
     if (r->running()) CHECK(r->stop(SIGTERM) == 0);
   }
