@@ -70,7 +70,7 @@ bool ShardScatter::send(std::uint64_t id, std::uint32_t shard, const std::string
   return conn_.publish(msg.value()).ok();
 }
 
-void ShardScatter::query(std::string request, Done done) {
+void ShardScatter::query(const std::string& request, Done done) {
   std::uint64_t id = 0;
   {
     std::lock_guard lock(mutex_);
@@ -87,10 +87,10 @@ void ShardScatter::query(std::string request, Done done) {
   for (std::uint32_t shard = 0; shard < options_.shards; ++shard) send(id, shard, request);
 }
 
-ScatterOutcome ShardScatter::query_sync(std::string request) {
+ScatterOutcome ShardScatter::query_sync(const std::string& request) {
   auto promise = std::make_shared<std::promise<ScatterOutcome>>();
   auto future = promise->get_future();
-  query(std::move(request), [promise](ScatterOutcome outcome) { promise->set_value(std::move(outcome)); });
+  query(request, [promise](ScatterOutcome outcome) { promise->set_value(std::move(outcome)); });
   return future.get();
 }
 

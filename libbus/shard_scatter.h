@@ -56,9 +56,9 @@ class ShardScatter {
 
   // Sends `request` (a score request body) to every shard; `done` runs once, on a nats.c or the
   // timer thread, with the merged reply or the error.
-  void query(std::string request, Done done);
+  void query(const std::string& request, Done done);
   // The same, waiting for the outcome.
-  ScatterOutcome query_sync(std::string request);
+  ScatterOutcome query_sync(const std::string& request);
 
   // Shard requests sent again after no answer in time, since start.
   std::uint64_t retries_sent() const;

@@ -148,7 +148,8 @@ std::unique_ptr<bus::HttpServer> start_http(const std::string& spec, const std::
   http_options.accept_errors = &registry.counter(
       "kvidx_http_accept_errors_total", "Failed accepts on the /metrics listener (e.g. out of file descriptors)");
   auto http = std::make_unique<bus::HttpServer>(
-      [metrics, healthy, ready](std::string_view, std::string_view target) {
+      [metrics = std::move(metrics), healthy = std::move(healthy), ready = std::move(ready)](std::string_view,
+                                                                                             std::string_view target) {
         const std::string_view path = target.substr(0, target.find('?'));
         if (path == "/metrics") {
           return bus::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics()};

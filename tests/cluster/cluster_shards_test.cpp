@@ -139,8 +139,22 @@ TEST_CASE("shards: 3 shards x 2 replicas and a front answer a Mooncake workload 
                      {"--nats", cluster.urls(), "--front", std::to_string(kShards), "--shard-timeout", "3s",
                       "--metrics", "127.0.0.1:" + std::to_string(front_metrics)},
                      /*default_flags=*/false);
-  REQUIRE(testing::wait_until([&] { return replica_answers(conn, std::chrono::milliseconds(500), 6).size() == 6; },
-                              std::chrono::seconds(30), std::chrono::milliseconds(100)));
+  std::vector<Json> started;
+  if (!testing::wait_until(
+          [&] {
+            started = replica_answers(conn, std::chrono::milliseconds(500), 6);
+            return started.size() == 6;
+          },
+          std::chrono::seconds(30), std::chrono::milliseconds(100))) {
+    std::string missing;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const bool answered =
+          std::any_of(started.begin(), started.end(), [&](const Json& a) { return a.at("replica") == names[i]; });
+      if (!answered && !replicas[i]->running()) missing += " (exited: " + std::to_string(replicas[i]->stop()) + ")";
+      if (!answered) missing += "\n--- " + names[i] + ":\n" + replicas[i]->log();
+    }
+    FAIL("not every shard replica answers kv.admin.replicas:" << missing);
+  }
 
   const Workload workload = mooncake_workload(400, 120);
   {
