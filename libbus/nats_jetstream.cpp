@@ -98,9 +98,7 @@ BusResult<StreamState> JetStream::ensure_stream(const StreamSpec& spec) {
   // meta leader places it (and the new stream elects its leader) the API may time out for a few
   // seconds. A timed-out call is idempotent to repeat, so it is retried a few times, not fatal.
   auto state = ensure_stream_once(spec);
-  for (int attempt = 1;
-       !state.ok() && attempt < 4 && (state.error().timed_out() || state.error().status == NATS_NO_RESPONDERS);
-       ++attempt) {
+  for (int attempt = 1; !state.ok() && attempt < 4 && state.error().timed_out(); ++attempt) {
     spdlog::warn("{}; retrying", state.error().message);
     state = ensure_stream_once(spec);
   }
