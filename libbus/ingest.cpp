@@ -55,8 +55,40 @@ bool Ingest::prepare_message(std::string_view subject, std::string_view data, st
   events = std::move(decoded).value();
   // The subject's worker id (kv.events.<id>) must match every event's; other subjects (Dynamo
   // layout) carry no id and the payload's is used.
-  if (subject.substr(0, events_head_.size()) == events_head_) {
-    const auto subject_worker = ctx_.subjects.worker_from_events_subject(subject);
+  if (const auto& shard = ctx_.subjects.shard(); shard) {
+    // NOTE: a shard reads only <p>.events.I.<worker_id> (its consumer's filter); the id must be the
+    // payload's, and NATS's partition of it must be I: else the server's mapping partitions into
+    // another count than --shard's N, and this shard would hold workers another one also holds.
+    const auto subject_worker = ctx_.subjects.worker_from_shard_events_subject(subject);
+    std::string problem;
+    if (!subject_worker) {
+      problem = fmt::format("subject: shard {} reads {}.<worker_id> only", to_string(*shard),
+                            ctx_.subjects.events_filter().substr(0, ctx_.subjects.events_filter().size() - 2));
+    } else if (const auto token = subject.substr(subject.rfind('.') + 1);
+               partition_of_token(token, shard->count) != shard->index) {
+      problem =
+          fmt::format("subject: worker {} belongs to shard {} of {}, not {}: the server's events mapping must be `{}`",
+                      untrusted_excerpt(token), partition_of_token(token, shard->count), shard->count, shard->index,
+                      shard_mapping_config(ctx_.subjects.prefix(), shard->count));
+    } else {
+      for (const RouterEvent& e : events) {
+        if (e.worker_id != *subject_worker) {
+          problem =
+              fmt::format("subject: worker id {} does not match payload worker_id {}", *subject_worker, e.worker_id);
+          break;
+        }
+      }
+    }
+    if (!problem.empty()) {
+      counters_.events(0, EventResult::rejected).inc(events.size());
+      dead_letter(subject, data, "subject", problem);
+      return false;
+    }
+  } else if (subject.substr(0, events_head_.size()) == events_head_) {
+    // NOTE: <p>.events.<P>.<id> is what a server's shard mapping makes of <p>.events.<id>: an
+    // unsharded kvidx reads a sharded deployment's stream too (a whole replica beside the shards).
+    auto subject_worker = ctx_.subjects.worker_from_events_subject(subject);
+    if (!subject_worker) subject_worker = ctx_.subjects.worker_from_partitioned_events_subject(subject);
     if (!subject_worker) {
       counters_.events(0, EventResult::rejected).inc(events.size());
       dead_letter(subject, data, "subject", "subject: no numeric worker id after " + events_head_);
@@ -138,7 +170,7 @@ std::size_t Ingest::dispatch_events(std::vector<RouterEvent>& events) {
 }
 
 BusStatus Ingest::start_core() {
-  std::vector<std::string> subjects_to_read{ctx_.subjects.events_wildcard()};
+  std::vector<std::string> subjects_to_read{ctx_.subjects.events_filter()};
   subjects_to_read.insert(subjects_to_read.end(), ctx_.config.extra_subjects.begin(), ctx_.config.extra_subjects.end());
   for (const std::string& subject : subjects_to_read) {
     CoreIngest* state = core_ingest_.emplace_back(std::make_unique<CoreIngest>()).get();

@@ -13,8 +13,16 @@ BusStatus Ingest::note_stream_state() {
   {
     // NOTE: readiness waits for the stream's end as it is now, before the consumer starts; an
     // empty stream (nothing to deliver, even if its sequence is past 0) needs no catching up.
+    std::uint64_t target = state.value().messages == 0 ? 0 : state.value().last_sequence;
+    if (ctx_.subjects.shard() && target != 0) {
+      // NOTE: a shard catches up with the last message of its own filter, not the stream's (a
+      // message of another shard it never receives could never be acknowledged).
+      auto last = ctx_.js->get_last_message(ctx_.config.stream, ctx_.subjects.events_filter());
+      if (!last.ok() && last.error().status != NATS_NOT_FOUND) return last.error();
+      target = last.ok() ? last.value().stored_sequence() : 0;
+    }
     std::lock_guard lock(ack_mutex_);
-    catch_up_target_ = state.value().messages == 0 ? 0 : state.value().last_sequence;
+    catch_up_target_ = target;
     note_catch_up();
   }
   std::lock_guard lock(dispatch_mutex_);
@@ -33,6 +41,8 @@ BusStatus Ingest::start_jetstream() {
   ConsumerSpec spec;
   spec.durable = config.durable;
   spec.ack_all = true;
+  // A shard's consumer delivers only its partition (see shard_spec.h); unsharded: every message.
+  if (ctx_.subjects.shard()) spec.filter_subject = ctx_.subjects.events_filter();
   spec.max_ack_pending = static_cast<std::int64_t>(config.max_inflight_events) + config.fetch_batch;
   spec.start_sequence = restored_sequence() == 0 ? 0 : restored_sequence() + 1;
   auto p = OrderedStreamReader::open(ctx_.ingest_conn, *ctx_.js, config.stream, spec);

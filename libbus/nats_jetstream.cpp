@@ -1,5 +1,7 @@
 #include "libbus/nats_jetstream.h"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <string>
 #include <thread>
@@ -92,6 +94,18 @@ BusError JetStream::fail(natsStatus status, jsErrCode code, std::string_view con
 }
 
 BusResult<StreamState> JetStream::ensure_stream(const StreamSpec& spec) {
+  // NOTE: replicas started together on a fresh cluster create the same stream at once; while the
+  // meta leader places it (and the new stream elects its leader) the API may time out for a few
+  // seconds. A timed-out call is idempotent to repeat, so it is retried a few times, not fatal.
+  auto state = ensure_stream_once(spec);
+  for (int attempt = 1; !state.ok() && attempt < 4 && state.error().timed_out(); ++attempt) {
+    spdlog::warn("{}; retrying", state.error().message);
+    state = ensure_stream_once(spec);
+  }
+  return state;
+}
+
+BusResult<StreamState> JetStream::ensure_stream_once(const StreamSpec& spec) {
   std::vector<const char*> subjects;
   subjects.reserve(spec.subjects.size());
   for (const auto& subject : spec.subjects) subjects.push_back(subject.c_str());

@@ -102,6 +102,7 @@ class JetStream {
 
   // Creates the stream, or updates its subjects/limits (and its replica count, when spec.replicas
   // is set) if it exists. An existing stream keeps its replica count when spec.replicas is 0.
+  // A call that timed out (a fresh cluster placing the stream) is retried a few times.
   BusResult<StreamState> ensure_stream(const StreamSpec& spec);
   BusResult<StreamState> stream_state(std::string_view stream);
   // Polls the stream's info until it has a leader (a single server: at once), at most 3 API waits.
@@ -128,6 +129,7 @@ class JetStream {
   jsCtx* raw() const { return js_; }
 
  private:
+  BusResult<StreamState> ensure_stream_once(const StreamSpec& spec);
   // A failed API call; a timeout caused by a permissions violation (the server never answers a
   // request it refused) says so, with the server's text.
   BusError fail(natsStatus status, jsErrCode code, std::string_view context) const;

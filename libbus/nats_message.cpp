@@ -66,11 +66,13 @@ BusResult<JsMetadata> Message::metadata() const {
   return out;
 }
 
-std::uint64_t Message::stream_sequence() const {
-  // $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ts>.<pending> (9 tokens),
-  // or, from newer servers, $JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<delivered>.
-  // <stream seq>.<consumer seq>.<ts>.<pending>[.<random>] (11 or 12 tokens).
-  const std::string_view reply_subject = reply();
+namespace {
+
+// A number of a $JS.ACK reply subject: token `index_v1` of
+// $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ts>.<pending> (9 tokens), or
+// `index_v2` of the newer servers' $JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<delivered>.
+// <stream seq>.<consumer seq>.<ts>.<pending>[.<random>] (11 or 12 tokens); 0 when absent or not a number.
+std::uint64_t ack_subject_number(std::string_view reply_subject, std::size_t index_v1, std::size_t index_v2) {
   if (reply_subject.substr(0, 8) != "$JS.ACK.") return 0;
   std::string_view tokens[12];
   std::size_t count = 0;
@@ -84,14 +86,20 @@ std::uint64_t Message::stream_sequence() const {
   }
   std::string_view seq;
   if (count == 9)
-    seq = tokens[5];
+    seq = tokens[index_v1];
   else if (count == 11 || count == 12)
-    seq = tokens[7];
+    seq = tokens[index_v2];
   else
     return 0;
   std::uint64_t value = 0;
   auto [ptr, ec] = std::from_chars(seq.data(), seq.data() + seq.size(), value);
   return ec == std::errc() && ptr == seq.data() + seq.size() ? value : 0;
 }
+
+}  // namespace
+
+std::uint64_t Message::consumer_sequence() const { return ack_subject_number(reply(), 6, 8); }
+
+std::uint64_t Message::stream_sequence() const { return ack_subject_number(reply(), 5, 7); }
 
 }  // namespace kvidx::bus

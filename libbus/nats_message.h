@@ -52,6 +52,11 @@ class Message {
   // metadata().stream_sequence without allocating (parsed from the $JS.ACK reply subject); 0 when
   // this is not a message from a JetStream consumer.
   std::uint64_t stream_sequence() const;
+  // The consumer (delivery) sequence of the same subject; 0 when not from a JetStream consumer.
+  std::uint64_t consumer_sequence() const;
+  // The stream sequence of a message read directly from a stream (JetStream::get_message,
+  // get_last_message); 0 otherwise.
+  std::uint64_t stored_sequence() const { return msg_ == nullptr ? 0 : natsMsg_GetSequence(msg_); }
 
   natsMsg* raw() const { return msg_; }
   natsMsg* release() noexcept { return std::exchange(msg_, nullptr); }

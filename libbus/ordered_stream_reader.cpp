@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace kvidx::bus {
@@ -20,13 +21,13 @@ OrderedStreamReader::OrderedStreamReader(OrderedStreamReader&& other) noexcept
       last_(other.last_),
       needs_recreate_(other.needs_recreate_),
       accept_hole_(other.accept_hole_),
+      last_consumer_(other.last_consumer_),
       last_progress_(other.last_progress_),
       resets_(other.resets_.load()),
       holes_(other.holes_.load()) {}
 
 BusResult<OrderedStreamReader> OrderedStreamReader::open(Connection& conn, JetStream& js, std::string stream,
                                                          ConsumerSpec spec) {
-  spec.filter_subject.clear();  // NOTE: gap detection needs every stream sequence delivered
   OrderedStreamReader reader(conn, js, std::move(stream), std::move(spec));
   if (auto s = reader.recreate(); !s.ok()) return s.error();
   return reader;
@@ -43,6 +44,7 @@ BusStatus OrderedStreamReader::recreate() {
   pull_ = std::move(pull).value();
   needs_recreate_ = false;
   accept_hole_ = true;
+  last_consumer_ = 0;  // a new durable numbers its deliveries from 1
   return {};
 }
 
@@ -79,9 +81,27 @@ BusResult<std::vector<Message>> OrderedStreamReader::fetch(int batch, std::int64
     return fetched;
   }
   last_progress_ = std::chrono::steady_clock::now();
+  const bool filtered = !spec_.filter_subject.empty();
   for (std::size_t i = 0; i < msgs.size(); ++i) {
     const std::uint64_t seq = msgs[i].stream_sequence();
-    if (seq == 0 || seq <= last_) continue;  // not from the stream, or a redelivery: passed on
+    if (seq == 0) continue;  // not from the stream: passed on
+    if (filtered) {
+      // NOTE: a filtered durable skips the other subjects' stream sequences, so a delivery lost in
+      // flight shows as a jump of the consumer (delivery) sequence, which counts every delivery.
+      const std::uint64_t delivery = msgs[i].consumer_sequence();
+      if (delivery > last_consumer_ + 1) {
+        spdlog::warn(
+            "events consumer {}: delivery {} arrived while {} was expected; re-reading from stream sequence {}",
+            spec_.durable, delivery, last_consumer_ + 1, last_ + 1);
+        msgs.erase(msgs.begin() + static_cast<std::ptrdiff_t>(i), msgs.end());
+        needs_recreate_ = true;
+        break;
+      }
+      last_consumer_ = std::max(last_consumer_, delivery);
+      if (seq > last_) last_ = seq;  // a jump in stream sequence is another subject's message
+      continue;
+    }
+    if (seq <= last_) continue;  // a redelivery: passed on
     if (seq > last_ + 1) {
       if (!accept_hole_) {
         // Lost in flight: drop this and everything after it; the re-created durable redelivers them.

@@ -1,6 +1,8 @@
 // OrderedStreamReader: the service's read side of the events stream. Owns its durable consumer
-// (AckAll, no filter: it delivers every message of the stream) and hands out messages in stream
-// order without ever skipping one that exists.
+// (AckAll; no filter: it delivers every message of the stream, or a shard's filter: every message
+// of its subjects) and hands out messages in stream order without ever skipping one that exists.
+// With a filter, gaps are seen in the consumer's delivery sequence instead (the stream sequences
+// of the other subjects are skipped by design), and holes are not counted.
 //
 // NOTE: why ordering is enforced here: a message the server delivered but the client never received
 // (in flight when the server or the connection went down) stays pending on the server until its
@@ -68,7 +70,8 @@ class OrderedStreamReader {
   PullConsumer pull_;
   std::uint64_t last_ = 0;
   bool needs_recreate_ = false;
-  bool accept_hole_ = true;  // the next message may start past last_ + 1 (fresh consumer)
+  bool accept_hole_ = true;          // the next message may start past last_ + 1 (fresh consumer)
+  std::uint64_t last_consumer_ = 0;  // filtered: the highest delivery sequence received
   std::chrono::steady_clock::time_point last_progress_ = std::chrono::steady_clock::now();
   std::atomic<std::uint64_t> resets_{0};
   std::atomic<std::uint64_t> holes_{0};

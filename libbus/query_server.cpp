@@ -73,8 +73,16 @@ void QueryServer::on_scores(Message msg) {
   } else {
     const ScoreRequest& r = request.value();
     // Device scores as `scores`, lower tiers and the combined score beside them (query_codec.h).
+    StreamLoads loads = ctx_.load.snapshot();
+    if (const auto& shard = ctx_.config.shard; shard) {
+      // NOTE: every shard tracks every request lifecycle (they are keyed by request id, not
+      // worker); each answers only its own workers' load, so the merged reply counts each once.
+      std::erase_if(loads, [&](const auto& entry) {
+        return shard_of_worker(entry.first.worker_id, shard->count) != shard->index;
+      });
+    }
     reply(msg, encode_score_reply(make_score_reply(ctx_.indexer.find_tiered_matches(r.local_hashes, r.early_exit),
-                                                   ctx_.config.tier_weights, ctx_.load.snapshot())));
+                                                   ctx_.config.tier_weights, loads)));
   }
   counters_.query_latency->observe(std::chrono::duration<double>(Clock::now() - t0).count());
 }
@@ -208,6 +216,12 @@ void QueryServer::on_routing_decision(Message msg) {
     problem = decision.error().message();
   } else {
     RoutingDecision& d = decision.value();
+    if (const auto& shard = ctx_.config.shard;
+        shard && shard_of_worker(d.stream.worker_id, shard->count) != shard->index) {
+      // NOTE: a plain subscription: every shard receives the decision; the worker's shard indexes it.
+      reply(msg, encode_ok_reply());
+      return;
+    }
     if (!d.sequence_hashes) d.sequence_hashes = compute_sequence_hashes(d.local_hashes);
     switch (ctx_.indexer.process_routing_decision(d.stream, d.local_hashes, *d.sequence_hashes)) {
       case RoutingDecisionStatus::recorded: break;

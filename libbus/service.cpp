@@ -237,6 +237,7 @@ struct KvidxService::Impl {
     r.active_requests = ctx.load.live_requests();
     r.replica = ctx.config.durable;
     r.restored_from = snapshots.restored_from();
+    if (ctx.config.shard) r.shard = to_string(*ctx.config.shard);
     r.stream_replicas = static_cast<std::uint64_t>(std::max(0, ctx.stream_replicas.load()));
     r.known_servers = ctx.known_servers;
     // Every tier, device included; streams, blocks and nodes above are the device tree's.

@@ -38,6 +38,7 @@
 
 #include "libbus/bus_error.h"
 #include "libbus/nats_auth.h"
+#include "libbus/shard_spec.h"
 #include "libcodec/event_codec.h"
 #include "libcodec/query_codec.h"
 #include "libindexer/lanes/prune_config.h"
@@ -98,6 +99,11 @@ struct ServiceConfig {
   std::optional<PruneConfig> approximate;
   // Weights of the storage tiers in a score reply's combined_scores (libindexer/tier_scores.h).
   TierWeights tier_weights;
+  // Set: this instance is shard I of N (shard_spec.h). It reads only <prefix>.events.I.* (the
+  // server's subject mapping routes each worker there), answers on <prefix>.shard.I.* (the merging
+  // front answers <prefix>.query.scores), writes its snapshots under its shard's layout and refuses
+  // to restore another shard's. Not with extra_subjects (their worker id is only in the payload).
+  std::optional<ShardSpec> shard;
 };
 
 // Counters since start (also exported as Prometheus metrics).

@@ -26,7 +26,7 @@ namespace kvidx::bus {
 struct ServiceContext {
   explicit ServiceContext(ServiceConfig c)
       : config(std::move(c)),
-        subjects(config.subject_prefix),
+        subjects(config.subject_prefix, config.shard),
         indexer(LaneIndexerOptions{config.lanes == 0 ? 1 : config.lanes, config.approximate}),
         counters(metrics) {}
 

@@ -87,6 +87,7 @@ BusResult<SnapshotWritten> SnapshotStore::write(const IndexSnapshot& snapshot) {
   commit.events = chunker.lines();
   commit.watermarks = snapshot.watermarks;
   commit.events_stream = snapshot.events_stream;
+  commit.shard = snapshot.shard;
   std::string commit_body = encode_snapshot_commit(commit);
   if (commit_body.size() > limit) {
     // NOTE: tens of thousands of streams make the watermark list alone larger than a message:
@@ -131,6 +132,27 @@ BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_latest_of_any() {
   return load_commit(subjects_.snapshot_commit("*"));
 }
 
+BusResult<std::optional<std::pair<std::string, std::string>>> SnapshotStore::foreign_snapshot_of_name() {
+  const Subjects unsharded(subjects_.prefix());
+  // NOTE: "<p>.snapshots.*.<name>.commit" matches only the five-token shard layout, whichever shard.
+  const std::string candidates[] = {
+      unsharded.snapshot_commit(name_),
+      unsharded.snapshots_wildcard().substr(0, unsharded.snapshots_wildcard().size() - 1) + "*." + name_ + ".commit"};
+  for (const std::string& subject : candidates) {
+    auto msg = js_.get_last_message(stream_, subject);
+    if (!msg.ok()) {
+      if (msg.error().status == NATS_NOT_FOUND) continue;
+      return msg.error();
+    }
+    const std::string found(msg.value().subject());
+    if (found == subjects_.snapshot_commit(name_)) continue;  // this store's own layout
+    auto commit = decode_snapshot_commit(msg.value().data());
+    return std::optional<std::pair<std::string, std::string>>(
+        std::pair{found, commit.ok() ? commit.value().shard : std::string("?")});
+  }
+  return std::optional<std::pair<std::string, std::string>>{};
+}
+
 BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_commit(const std::string& commit_subject) {
   auto commit_msg = js_.get_last_message(stream_, commit_subject);
   if (!commit_msg.ok()) {
@@ -155,6 +177,7 @@ BusResult<std::optional<IndexSnapshot>> SnapshotStore::load_commit(const std::st
   snapshot.stream_sequence = commit.value().stream_sequence;
   snapshot.watermarks = std::move(commit.value().watermarks);
   snapshot.events_stream = commit.value().events_stream;
+  snapshot.shard = commit.value().shard;
   const std::uint64_t first_chunk = commit.value().first_chunk;
   const std::uint64_t last_chunk = commit.value().last_chunk;
   const std::uint64_t expected_events = commit.value().events;

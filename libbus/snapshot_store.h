@@ -35,6 +35,8 @@ struct IndexSnapshot {
   // The events stream the snapshot is a cut of (commit key "events_stream"; empty in snapshots
   // written before it existed). A bootstrap takes only a snapshot of its own events stream.
   std::string events_stream;
+  // "I/N" of the shard that wrote it (commit key "shard"); empty: an unsharded instance.
+  std::string shard;
   std::uint64_t stream_sequence = 0;
   std::vector<RouterEvent> events;
   std::vector<std::pair<WorkerWithDpRank, std::uint64_t>> watermarks;
@@ -66,6 +68,11 @@ class SnapshotStore {
   // The newest committed snapshot written under any name on this stream and prefix (another replica
   // of the same events stream: a new replica bootstraps from it), nullopt when there is none.
   BusResult<std::optional<IndexSnapshot>> load_latest_of_any();
+  // A snapshot of this name written in another layout than this store's: by an unsharded instance
+  // (<prefix>.snapshots.<name>.commit) or by a shard (<prefix>.snapshots.shard-I-of-N.<name>.commit),
+  // i.e. the same --durable run before with another --shard. Its commit subject and "shard", or
+  // nullopt when there is none.
+  BusResult<std::optional<std::pair<std::string, std::string>>> foreign_snapshot_of_name();
 
  private:
   BusResult<std::optional<IndexSnapshot>> load_commit(const std::string& commit_subject);

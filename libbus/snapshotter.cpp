@@ -1,5 +1,6 @@
 #include "libbus/snapshotter.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -39,7 +40,33 @@ BusStatus Snapshotter::restore() {
     loaded = store_->load_latest();
   }
   if (!loaded.ok()) return loaded.error();
+  const std::string own_shard = ctx_.config.shard ? to_string(*ctx_.config.shard) : std::string();
+  auto describe = [](const std::string& shard) { return shard.empty() ? std::string("unsharded") : "shard " + shard; };
+  if (loaded.value() && loaded.value()->shard != own_shard) {
+    // NOTE: a shard's snapshot holds only its own workers: restoring it elsewhere would serve a
+    // partial (or doubled) index as whole. Refused, never skipped.
+    return BusError{NATS_ERR, fmt::format("the snapshot of durable '{}' was written by {}, and this instance is {}: "
+                                          "refusing to restore it (use another --durable for this instance)",
+                                          ctx_.config.durable, describe(loaded.value()->shard), describe(own_shard))};
+  }
   if (!loaded.value()) {
+    auto foreign = store_->foreign_snapshot_of_name();
+    for (int attempt = 1;
+         !foreign.ok() && attempt < 5 && (foreign.error().timed_out() || foreign.error().status == NATS_NO_RESPONDERS);
+         ++attempt) {
+      spdlog::warn("looking for snapshots of durable '{}' in other layouts failed ({}); retrying", ctx_.config.durable,
+                   foreign.error().message);
+      foreign = store_->foreign_snapshot_of_name();
+    }
+    if (!foreign.ok()) return foreign.error();
+    if (foreign.value()) {
+      return BusError{NATS_ERR,
+                      fmt::format("durable '{}' has a snapshot written by {} ({} on {}), and this instance is {}: "
+                                  "refusing to start on it (a durable belongs to one shard; use another --durable, "
+                                  "or run this one with its own --shard)",
+                                  ctx_.config.durable, describe(foreign.value()->second), foreign.value()->first,
+                                  ctx_.config.snapshot_stream, describe(own_shard))};
+    }
     // NOTE: the other replica purges its older chunks after each commit; a read overtaken by that
     // fails and is retried on the then newest commit.
     for (int attempt = 1;; ++attempt) {
@@ -49,6 +76,14 @@ BusStatus Snapshotter::restore() {
     }
     if (!loaded.ok()) return loaded.error();
     if (!loaded.value()) return {};
+    if (loaded.value()->shard != own_shard) {
+      // NOTE: cannot happen through the subjects (a shard's bootstrap wildcard sees only its own
+      // shard's layout), only through a hand-written commit: refused like the own snapshot above.
+      return BusError{NATS_ERR,
+                      fmt::format("replica '{}''s snapshot was written by {}, and this instance is {}: "
+                                  "refusing to bootstrap from it",
+                                  loaded.value()->name, describe(loaded.value()->shard), describe(own_shard))};
+    }
     if (loaded.value()->events_stream != ctx_.config.stream) {
       spdlog::info(
           "no snapshot of durable '{}': the newest snapshot on {} ('{}') is of events stream '{}', not '{}': "
@@ -82,6 +117,7 @@ BusResult<SnapshotWritten> Snapshotter::write_locked() {
   IndexSnapshot snap;
   if (!ingest_.capture(snap)) return BusError{NATS_ERR, "indexer offline: no snapshot"};
   snap.events_stream = ctx_.config.stream;
+  if (ctx_.config.shard) snap.shard = to_string(*ctx_.config.shard);
   auto written = store_->write(snap);
   if (!written.ok()) return written.error();
   spdlog::info(

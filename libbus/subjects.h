@@ -6,12 +6,18 @@
 //   <p>.requests.<worker_id> router -> kvidx (request lifecycle for active load)
 //   <p>.deadletter           kvidx -> (rejected messages, reason in the Kvidx-Reason header)
 //   <p>.snapshots.<name>.{data,commit}  kvidx's own snapshot stream
+// A shard (`--shard I/N`, shard_spec.h) reads <p>.events.I.* (the server maps <p>.events.<w> there),
+// answers <p>.shard.I.query.scores and <p>.shard.I.admin.{stats,workers,dump} (the merging front
+// answers <p>.query.scores), and keeps its snapshots under <p>.snapshots.shard-I-of-N.<name>.*
+// (so no other shard, and no unsharded instance, bootstraps from them). remove_worker, replicas,
+// routing decisions and request lifecycles keep their subjects.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "libbus/shard_spec.h"
 #include "libindexer/protocol.h"
 
 namespace kvidx::bus {
@@ -25,6 +31,10 @@ inline constexpr const char* kDeadLetterTruncatedHeader = "Kvidx-Truncated";
 class Subjects {
  public:
   explicit Subjects(std::string prefix = "kv");
+  // The subjects of shard `shard` (see above); the unsharded ones for nullopt.
+  Subjects(std::string prefix, std::optional<ShardSpec> shard);
+
+  const std::optional<ShardSpec>& shard() const { return shard_; }
 
   const std::string& prefix() const { return prefix_; }
   std::string events(WorkerId worker) const;
@@ -45,6 +55,16 @@ class Subjects {
   std::string snapshot_commit(std::string_view name) const;
   std::string snapshots_wildcard() const;
 
+  // What a shard's durable consumer reads: <p>.events.<I>.* (nullopt-sharded: events_wildcard()).
+  std::string events_filter() const;
+  // <p>.shard.<index>.query.scores: what the merging front (and a client merging itself) asks.
+  std::string shard_query_scores(std::uint32_t index) const;
+  // The worker id of "<prefix>.events.<P>.<id>" (the subject a server's shard mapping makes of
+  // "<prefix>.events.<id>", any partition P): what an unsharded kvidx reads on a sharded stream.
+  std::optional<WorkerId> worker_from_partitioned_events_subject(std::string_view subject) const;
+  // The worker id of "<prefix>.events.<I>.<id>" for this shard's I; nullopt for anything else.
+  std::optional<WorkerId> worker_from_shard_events_subject(std::string_view subject) const;
+
   // The worker id of "<prefix>.events.<id>"; nullopt for any other subject (for example Dynamo's
   // namespace/component layout), in which case the worker id comes from the payload.
   std::optional<WorkerId> worker_from_events_subject(std::string_view subject) const;
@@ -53,6 +73,9 @@ class Subjects {
 
  private:
   std::string prefix_;
+  std::optional<ShardSpec> shard_;
+  std::string query_base_;     // <p>, or <p>.shard.<I> for a shard
+  std::string snapshot_base_;  // <p>.snapshots, or <p>.snapshots.shard-I-of-N
 };
 
 // True when `subject` is a syntactically valid NATS subject or wildcard (non-empty tokens, `>`

@@ -46,6 +46,7 @@ std::string encode_snapshot_commit(const SnapshotCommit& commit) {
            {"watermarks", std::move(marks)}};
   if (commit.watermarks_in_chunks > 0) out["watermarks_in_chunks"] = commit.watermarks_in_chunks;
   if (!commit.events_stream.empty()) out["events_stream"] = commit.events_stream;
+  if (!commit.shard.empty()) out["shard"] = commit.shard;
   return out.dump();
 }
 
@@ -64,6 +65,7 @@ Decoded<SnapshotCommit> decode_snapshot_commit(std::string_view json) {
     if (const Json* stream = find(root, "events_stream"); stream != nullptr) {
       out.events_stream = read_string(*stream, "events_stream");
     }
+    if (const Json* shard = find(root, "shard"); shard != nullptr) out.shard = read_string(*shard, "shard");
     const Json& marks = require(root, "watermarks", "");
     if (!marks.is_array()) {
       fail(Kind::wrong_type, "watermarks", "expected an array, got " + std::string(type_name(marks)));

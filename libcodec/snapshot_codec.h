@@ -5,7 +5,8 @@
 // Commit:         {"id":"...","stream_sequence":S,"first_chunk":A,"last_chunk":B,"chunks":N,"events":E,
 //                  "watermarks":[[worker_id,dp_rank,last_event_id],...]}
 //                 or, with the watermarks in chunks: "watermarks":[] and "watermarks_in_chunks":W;
-//                 "events_stream":"KV_EVENTS" names the events stream it reflects (absent: unknown)
+//                 "events_stream":"KV_EVENTS" names the events stream it reflects (absent: unknown);
+//                 "shard":"I/N" the shard that wrote it (absent: an unsharded instance)
 // Watermark line: [worker_id,dp_rank,last_event_id]
 #pragma once
 
@@ -35,11 +36,14 @@ struct SnapshotCommit {
   std::uint64_t watermarks_in_chunks = 0;
   // The JetStream events stream the snapshot reflects; a replica bootstraps only from its own.
   std::string events_stream;
+  // "I/N" of the shard that wrote it (`kvidx serve --shard`); empty: unsharded. A restore refuses
+  // a snapshot of another shard (it holds other workers).
+  std::string shard;
   friend bool operator==(const SnapshotCommit&, const SnapshotCommit&) = default;
 };
 
 std::string encode_snapshot_commit(const SnapshotCommit& commit);
-// "chunks" and "watermarks_in_chunks" may be absent (0), "events_stream" too (""); the rest is required.
+// "chunks" and "watermarks_in_chunks" may be absent (0), "events_stream" and "shard" too (""); the rest is required.
 Decoded<SnapshotCommit> decode_snapshot_commit(std::string_view json);
 
 std::string encode_watermark_line(const StreamWatermark& mark);  // no trailing newline

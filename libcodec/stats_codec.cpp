@@ -1,7 +1,9 @@
 #include "libcodec/stats_codec.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "libcodec/json_reader.h"
 
@@ -103,6 +105,7 @@ Json stats_reply_json(const StatsReply& reply) {
            {"tier_weights", Json(reply.tier_weights)}};
   for (const StatsCounter& counter : kStatsCounters) out[counter.key] = reply.*counter.field;
   if (reply.digest) out["digest"] = digest_json(*reply.digest);
+  if (!reply.shard.empty()) out["shard"] = reply.shard;
   return out;
 }
 
@@ -164,6 +167,7 @@ Decoded<StatsReply> decode_stats_reply(std::string_view json) {
       out.*counter.field = read_u64(require(root, counter.key, ""), counter.key);
     }
     if (const Json* digest = find(root, "digest"); digest != nullptr) out.digest = read_digest(*digest);
+    if (const Json* shard = find(root, "shard"); shard != nullptr) out.shard = read_string(*shard, "shard");
     return out;
   });
 }
@@ -178,15 +182,17 @@ DigestDetail decode_stats_request(std::string_view json) {
 }
 
 std::string encode_replicas_summary(std::vector<StatsReply> replies) {
-  std::sort(replies.begin(), replies.end(),
-            [](const StatsReply& a, const StatsReply& b) { return a.replica < b.replica; });
-  std::set<std::uint64_t> positions;
-  std::set<std::string> totals;
+  std::sort(replies.begin(), replies.end(), [](const StatsReply& a, const StatsReply& b) {
+    return std::tie(a.shard, a.replica) < std::tie(b.shard, b.replica);
+  });
+  // NOTE: per shard ("" = unsharded): replicas of different shards hold different workers.
+  std::map<std::string, std::set<std::uint64_t>> positions;
+  std::map<std::string, std::set<std::string>> totals;
   Json by_replica = Json::array();
   for (const StatsReply& r : replies) {
     if (r.digest) {
-      positions.insert(r.digest->position.value_or(0));
-      totals.insert(r.digest->total);
+      positions[r.shard].insert(r.digest->position.value_or(0));
+      totals[r.shard].insert(r.digest->total);
     }
     Json one{{"replica", r.replica},
              {"ready", r.ready},
@@ -197,10 +203,15 @@ std::string encode_replicas_summary(std::vector<StatsReply> replies) {
              {"streams", r.streams},
              {"blocks", r.blocks}};
     if (r.digest) one["digest"] = digest_json(*r.digest);
+    if (!r.shard.empty()) one["shard"] = r.shard;
     by_replica.push_back(std::move(one));
   }
-  Json out{{"replicas", replies.size()}, {"same_position", positions.size() == 1}};
-  out["agree"] = positions.size() == 1 ? Json(totals.size() == 1) : Json(nullptr);
+  bool same_position = !positions.empty();
+  bool agree = true;
+  for (const auto& [shard, seen] : positions) same_position = same_position && seen.size() == 1;
+  for (const auto& [shard, seen] : totals) agree = agree && seen.size() == 1;
+  Json out{{"replicas", replies.size()}, {"same_position", same_position}};
+  out["agree"] = same_position ? Json(agree) : Json(nullptr);
   out["by_replica"] = std::move(by_replica);
   return out.dump();
 }

@@ -70,6 +70,7 @@ struct StatsReply {
   std::map<std::string, std::uint64_t> queries_rejected_by_reason;
   std::string replica;        // the replica's durable consumer name
   std::string restored_from;  // the replica whose snapshot it bootstrapped from, if another's
+  std::string shard;          // "I/N" of a shard (`kvidx serve --shard`); empty (and absent): unsharded
   std::optional<StatsDigest> digest;
   std::map<std::string, TierStats> tiers;      // by tier name, every tier
   std::map<std::string, double> tier_weights;  // by tier name
@@ -159,7 +160,9 @@ Decoded<StatsReply> decode_stats_reply(std::string_view json);
 
 // `kvidx stats --all`: every replica's identity, position and digest, sorted by replica:
 // {"replicas":N,"same_position":bool,"agree":bool|null (null: positions differ),"by_replica":[{"replica",
-// "ready","not_ready_reason","acked_sequence","restored_from","stream_replicas","streams","blocks","digest"}...]}
+// "ready","not_ready_reason","acked_sequence","restored_from","stream_replicas","streams","blocks","digest",
+// "shard"? (shards only)}...]}; replicas of different shards hold different workers, so positions
+// and digests are compared within each shard (sorted by shard, then replica).
 std::string encode_replicas_summary(std::vector<StatsReply> replies);
 
 // The tree's shape as `kvidx stats` prints it: blocks counted once however many streams hold

@@ -64,6 +64,7 @@ void add_dump_command(Command& app, int& exit_code) {
   auto flags = std::make_shared<DumpFlags>();
   Command& cmd = app.add_subcommand("dump", "Dump the index as Stored events (live over NATS or from an event log)");
   add_live_flags(cmd, flags->live, /*live_needs_nats_flag=*/true);
+  add_shard_flag(cmd, flags->live);
   add_offline_flags(cmd, flags->offline, false);
   cmd.add_option("--out", flags->out, "Where to write ('-' for stdout, .gz compresses)").capture_default_str();
   cmd.add_flag("--tree", flags->tree, "Print a readable tree (edges and covering worker/rank) instead of events");

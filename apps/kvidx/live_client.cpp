@@ -11,6 +11,8 @@
 #include "libbus/chunked_reply.h"
 #include "libbus/nats_connection.h"
 #include "libbus/retrying_request.h"
+#include "libbus/shard_scatter.h"
+#include "libbus/shard_spec.h"
 #include "libcodec/dump_codec.h"
 #include "libcodec/query_codec.h"
 
@@ -46,6 +48,11 @@ void add_live_flags(Command& cmd, LiveFlags& flags, bool live_needs_nats_flag) {
   cmd.add_option("--timeout", flags.timeout_s, "Seconds to wait for a reply").capture_default_str();
 }
 
+void add_shard_flag(Command& cmd, LiveFlags& flags) {
+  cmd.add_option("--shard", flags.shard,
+                 "Ask shard I of N of a sharded deployment (I/N: its <prefix>.shard.I.admin.* subjects)");
+}
+
 void add_retries_flag(Command& cmd, LiveFlags& flags) {
   cmd.add_option("--retries", flags.retries,
                  "Extra attempts when no replica answered (each waits --timeout / (retries + 1))")
@@ -61,8 +68,17 @@ LiveClient& LiveClient::operator=(LiveClient&&) noexcept = default;
 std::optional<LiveClient> LiveClient::connect(const LiveFlags& flags, const char* command, int& exit_code) {
   auto impl = std::make_unique<Impl>();
   impl->flags = flags;
-  impl->subjects = bus::Subjects(flags.prefix);
   impl->command = command;
+  std::optional<bus::ShardSpec> shard;
+  if (!flags.shard.empty()) {
+    auto parsed = bus::parse_shard_spec(flags.shard);
+    if (!parsed.ok()) {
+      impl->fail(exit_code, kExitUsage, parsed.error().message);
+      return std::nullopt;
+    }
+    shard = parsed.value();
+  }
+  impl->subjects = bus::Subjects(flags.prefix, shard);
   bus::ConnectionOptions options;
   if (std::string error; const int code = resolve_nats(flags.nats, options, error)) {
     impl->fail(exit_code, code, error);
@@ -89,6 +105,27 @@ std::optional<std::string> LiveClient::request(const std::string& subject, const
     return std::nullopt;
   }
   return std::move(reply).value();
+}
+
+std::optional<std::string> LiveClient::scatter_scores(const std::string& body, std::uint32_t shards, int& exit_code) {
+  bus::ScatterOptions options;
+  options.shards = shards;
+  options.timeout = std::chrono::milliseconds(impl_->timeout_ms());
+  options.retries = impl_->flags.retries;
+  auto scatter = bus::ShardScatter::start(impl_->connection, impl_->subjects, options);
+  if (!scatter.ok()) {
+    impl_->request_failed(exit_code, scatter.error(), impl_->subjects.shard_query_scores(0), 0);
+    return std::nullopt;
+  }
+  auto outcome = scatter.value()->query_sync(body);
+  if (!outcome.ok()) {
+    if (outcome.error().code == "unavailable") {
+      impl_->fail(exit_code, kExitUnreachable, outcome.error().message);
+      return std::nullopt;
+    }
+    return encode_error_reply(outcome.error());  // a shard's own error reply, printed as is
+  }
+  return std::move(outcome).value();
 }
 
 std::optional<std::string> LiveClient::request_retrying(const std::string& subject, const std::string& body,

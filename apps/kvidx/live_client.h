@@ -22,10 +22,15 @@ struct LiveFlags {
   double timeout_s = 5;
   // Read-only requests (score, stats): extra attempts when no replica answered (retrying_request.h).
   int retries = 2;
+  // --shard I/N (stats, dump, workers): ask that shard of a sharded deployment (<prefix>.shard.I.admin.*).
+  std::string shard;
 };
 
 // --retries, for the commands whose requests are read-only (score, stats).
 void add_retries_flag(Command& cmd, LiveFlags& flags);
+
+// --shard I/N, for the admin commands (stats, dump, workers) in a sharded deployment.
+void add_shard_flag(Command& cmd, LiveFlags& flags);
 
 // Adds the NATS connection options (nats_flags.h), --subject-prefix, --timeout.
 // `live_needs_nats_flag` (dump, stats): --nats picks the live mode over --events, so nats.url stays
@@ -38,10 +43,11 @@ class LiveClient {
   LiveClient(LiveClient&&) noexcept;
   LiveClient& operator=(LiveClient&&) noexcept;
 
-  // Connects; on failure prints why and sets exit_code (kExitUnreachable: down, refused or timed out).
+  // Connects; on failure prints why and sets exit_code (kExitUnreachable: down, refused or timed out;
+  // kExitUsage: a bad --shard).
   static std::optional<LiveClient> connect(const LiveFlags& flags, const char* command, int& exit_code);
 
-  // The service's subjects (from --subject-prefix).
+  // The service's subjects (from --subject-prefix, and --shard).
   const bus::Subjects& subjects() const;
 
   // One request on `subject` (subjects().query_scores(), ...) accepting a chunked reply
@@ -55,6 +61,9 @@ class LiveClient {
   // receives the attempts made.
   std::optional<std::string> request_retrying(const std::string& subject, const std::string& body, int& exit_code,
                                               int* attempts = nullptr);
+  // A score query sent to each of `shards` shards (<prefix>.shard.I.query.scores) and their replies
+  // merged here (libbus/shard_scatter.h), instead of through a front; as request_retrying otherwise.
+  std::optional<std::string> scatter_scores(const std::string& body, std::uint32_t shards, int& exit_code);
   // Every replica's answer on `subject` (a plain subscription on each: kv.admin.replicas),
   // collected for `window_s` seconds; empty when none answered (exit_code set).
   std::vector<std::string> gather(const std::string& subject, const std::string& body, double window_s, int& exit_code);

@@ -25,6 +25,7 @@ struct ScoreFlags {
   std::string lora_name;
   bool eagle = false;
   bool early_exit = false;
+  std::uint32_t shards = 0;  // > 0: ask the shards directly and merge here (no front)
 };
 
 // Token ids from a file: a JSON array, or numbers separated by whitespace or commas.
@@ -77,7 +78,8 @@ int run_score(const ScoreFlags& flags) {
   if (!client) return exit_code;
   // NOTE: a score query is read-only, so retrying one that a replica lost (killed mid-request) is
   // safe: during a failover the survivor answers the retry.
-  auto reply = client->request_retrying(client->subjects().query_scores(), request, exit_code);
+  auto reply = flags.shards > 0 ? client->scatter_scores(request, flags.shards, exit_code)
+                                : client->request_retrying(client->subjects().query_scores(), request, exit_code);
   if (!reply) return exit_code;
   std::cout << *reply << '\n';
   return decode_error_reply(*reply) ? kExitFailure : kExitOk;
@@ -100,6 +102,10 @@ void add_score_command(Command& app, int& exit_code) {
                                "Eagle block hashing: windows of block size + 1 tokens (with --tokens-file)");
   eagle.needs("--tokens-file");
   cmd.add_flag("--early-exit", flags->early_exit, "Stop matching once a single worker remains");
+  cmd.add_option("--shards", flags->shards,
+                 "Ask the N shards of a sharded deployment directly (<prefix>.shard.I.query.scores) and merge their "
+                 "replies here; without it a sharded deployment's front answers kv.query.scores")
+      .check(InRange{1u, 1024u});
   hashes.excludes("--tokens-file");
   tokens.needs("--block-size");
   cmd.footer(

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +24,8 @@
 #include "libbus/metrics.h"
 #include "libbus/nats_url.h"
 #include "libbus/service.h"
+#include "libbus/shard_front.h"
+#include "libbus/shard_spec.h"
 #include "libbus/subjects.h"
 #include "libindexer/lanes/prune_config.h"
 #include "replay/event_log_reader.h"
@@ -67,6 +71,11 @@ struct ServeFlags {
   std::string tier_weights = format_tier_weights(TierWeights{});
   // In-process ZMQ sources (bridge/zmq_source_spec.h), one per engine socket.
   std::vector<std::string> zmq_sources;
+  // Shards (libbus/shard_spec.h): this instance is shard I/N, or the merging front of N shards.
+  std::string shard;
+  std::uint32_t front = 0;  // 0: not a front
+  std::string shard_timeout = "2s";
+  int shard_retries = 2;
 };
 
 // "30s", "500ms", "2m", "0" -> milliseconds; nullopt when malformed.
@@ -102,6 +111,86 @@ void log_zmq_stats(const bridge::InProcessBridges& bridges) {
   }
 }
 
+// Serves /metrics, /healthz and /readyz on `spec` ("HOST:PORT") with `metrics`, `healthy` and
+// `ready` (nullptr: /readyz as /healthz). Returns nullptr and prints the error when it cannot listen.
+std::unique_ptr<bus::HttpServer> start_http(const std::string& spec, const std::string& host, std::uint16_t port,
+                                            bus::MetricsRegistry& registry, std::function<std::string()> metrics,
+                                            std::function<bool()> healthy, std::function<bus::Readiness()> ready) {
+  bus::HttpServerOptions http_options;
+  http_options.accept_errors = &registry.counter(
+      "kvidx_http_accept_errors_total", "Failed accepts on the /metrics listener (e.g. out of file descriptors)");
+  auto http = std::make_unique<bus::HttpServer>(
+      [metrics = std::move(metrics), healthy = std::move(healthy), ready = std::move(ready)](std::string_view,
+                                                                                             std::string_view target) {
+        const std::string_view path = target.substr(0, target.find('?'));
+        if (path == "/metrics") {
+          return bus::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics()};
+        }
+        // /healthz is liveness (restart me if it fails): alive while starting, catching up or with
+        // failing snapshots. /readyz is readiness (send me traffic): see bus::Readiness.
+        if (path == "/healthz") {
+          return healthy() ? bus::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}
+                           : bus::HttpResponse{503, "text/plain; charset=utf-8", "unhealthy\n"};
+        }
+        if (path == "/readyz") {
+          const bus::Readiness r = ready ? ready() : bus::Readiness{healthy(), healthy() ? "" : "unhealthy", false};
+          return r.ready ? bus::HttpResponse{200, "text/plain; charset=utf-8", "ready\n"}
+                         : bus::HttpResponse{503, "text/plain; charset=utf-8", "not ready: " + r.reason + "\n"};
+        }
+        return bus::HttpResponse{404, "text/plain; charset=utf-8", "not found\n"};
+      },
+      http_options);
+  // NOTE: only /metrics renders this gauge, on the server's own thread, so `server` outlives it.
+  registry.gauge_callback("kvidx_http_connections", "Open connections on the /metrics listener", {},
+                          [server = http.get()] { return static_cast<double>(server->open_connections()); });
+  std::string error;
+  if (!http->start(host, port, error)) {
+    std::fprintf(stderr, "kvidx: error: cannot serve metrics on %s: %s\n", spec.c_str(), error.c_str());
+    return nullptr;
+  }
+  spdlog::info("metrics on http://{}:{}/metrics", host, http->port());
+  return http;
+}
+
+// `kvidx serve --front N`: the merging front of N shards (libbus/shard_front.h); indexes nothing.
+int run_front(const ServeFlags& flags, const bus::ConnectionOptions& connection, bool serve_metrics,
+              const std::string& metrics_host, std::uint16_t metrics_port, std::chrono::milliseconds shard_timeout) {
+  bus::FrontConfig config;
+  config.nats_url = connection.url;
+  config.nats_auth = connection.auth;
+  config.subject_prefix = flags.subject_prefix;
+  config.shards = flags.front;
+  config.shard_timeout = shard_timeout;
+  config.shard_retries = flags.shard_retries;
+  if (flags.check_config) {
+    std::printf(
+        "config ok: front of %u shards: nats %s (auth: %s), prefix '%s', metrics %s, shard timeout %lld ms, "
+        "%d shard retries\n",
+        config.shards, bus::redact_url(config.nats_url).c_str(), bus::describe_auth(config.nats_auth).c_str(),
+        config.subject_prefix.c_str(), flags.metrics.c_str(), static_cast<long long>(shard_timeout.count()),
+        config.shard_retries);
+    return kExitOk;
+  }
+  install_interrupt_handlers();
+  bus::ShardFront front(config);
+  std::unique_ptr<bus::HttpServer> http;
+  if (serve_metrics) {
+    http = start_http(
+        flags.metrics, metrics_host, metrics_port, front.metrics(), [&front] { return front.render_metrics(); },
+        [&front] { return front.healthy(); }, nullptr);
+    if (!http) return kExitFailure;
+  }
+  if (auto started = front.start(); !started.ok()) {
+    std::fprintf(stderr, "kvidx serve: %s\n", connect_failure(started.error(), config.nats_url).c_str());
+    return exit_code_for(started.error());
+  }
+  while (!interrupted().load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  spdlog::info("shutting down the front");
+  front.stop();
+  if (http) http->stop();
+  return kExitOk;
+}
+
 int run_serve(const ServeFlags& flags) {
   bus::ServiceConfig config;
   {
@@ -113,6 +202,42 @@ int run_serve(const ServeFlags& flags) {
     }
     config.nats_url = connection.url;
     config.nats_auth = connection.auth;
+    if (flags.front > 0) {
+      if (!flags.shard.empty()) {
+        std::fprintf(stderr,
+                     "kvidx: error: --front and --shard exclude each other: a front indexes nothing, it asks "
+                     "the shards\n");
+        return kExitUsage;
+      }
+      const auto timeout = parse_duration(flags.shard_timeout);
+      if (!timeout || timeout->count() == 0) {
+        std::fprintf(stderr, "kvidx: error: bad --shard-timeout '%s' (e.g. 2s, 500ms)\n", flags.shard_timeout.c_str());
+        return kExitUsage;
+      }
+      std::string host;
+      std::uint16_t port = 0;
+      const bool metrics_on = !flags.metrics.empty() && flags.metrics != "off";
+      if (metrics_on && !bus::parse_host_port(flags.metrics, host, port)) {
+        std::fprintf(stderr, "kvidx: error: bad --metrics '%s' (expected HOST:PORT or off)\n", flags.metrics.c_str());
+        return kExitUsage;
+      }
+      return run_front(flags, connection, metrics_on, host, port, *timeout);
+    }
+  }
+  if (!flags.shard.empty()) {
+    auto shard = bus::parse_shard_spec(flags.shard);
+    if (!shard.ok()) {
+      std::fprintf(stderr, "kvidx: error: %s\n", shard.error().message.c_str());
+      return kExitUsage;
+    }
+    if (!flags.subjects.empty()) {
+      std::fprintf(stderr,
+                   "kvidx: error: --subject cannot be combined with --shard: events on other subjects carry their "
+                   "worker id only in the payload, so NATS cannot route them to a shard (publish on %s.events.<id>)\n",
+                   flags.subject_prefix.c_str());
+      return kExitUsage;
+    }
+    config.shard = shard.value();
   }
   if (flags.mode == "jetstream")
     config.mode = bus::IngestMode::jetstream;
@@ -211,6 +336,17 @@ int run_serve(const ServeFlags& flags) {
       std::fprintf(stderr, "kvidx: error: bad --zmq '%s': %s\n", spec.c_str(), source.error().message().c_str());
       return kExitUsage;
     }
+    if (config.shard) {
+      const WorkerId worker = source.value().conversion.worker_id;
+      if (const auto home = bus::shard_of_worker(worker, config.shard->count); home != config.shard->index) {
+        std::fprintf(stderr,
+                     "kvidx: error: --zmq '%s': worker %llu belongs to shard %u of %u, not to this shard %s: bridge "
+                     "it on that shard\n",
+                     spec.c_str(), static_cast<unsigned long long>(worker), home, config.shard->count,
+                     bus::to_string(*config.shard).c_str());
+        return kExitUsage;
+      }
+    }
     zmq_sources.push_back(std::move(source).value());
   }
   if (flags.check_config) {
@@ -227,6 +363,13 @@ int run_serve(const ServeFlags& flags) {
         format_tier_weights(config.tier_weights).c_str(), zmq_sources.size(),
         config.stream_replicas == 0 ? "auto" : std::to_string(config.stream_replicas).c_str());
     for (const auto& source : zmq_sources) std::printf("  zmq %s\n", bridge::describe_zmq_source(source).c_str());
+    if (config.shard) {
+      const bus::Subjects subjects(config.subject_prefix, config.shard);
+      std::printf("  shard %s: events %s, queries %s; the NATS server needs: %s\n",
+                  bus::to_string(*config.shard).c_str(), subjects.events_filter().c_str(),
+                  subjects.query_scores().c_str(),
+                  bus::shard_mapping_config(config.subject_prefix, config.shard->count).c_str());
+    }
     return kExitOk;
   }
 
@@ -235,39 +378,10 @@ int run_serve(const ServeFlags& flags) {
 
   std::unique_ptr<bus::HttpServer> http;
   if (serve_metrics) {
-    bus::HttpServerOptions http_options;
-    http_options.accept_errors = &service.metrics().counter(
-        "kvidx_http_accept_errors_total", "Failed accepts on the /metrics listener (e.g. out of file descriptors)");
-    http = std::make_unique<bus::HttpServer>(
-        [&service](std::string_view, std::string_view target) {
-          const std::string_view path = target.substr(0, target.find('?'));
-          if (path == "/metrics") {
-            return bus::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", service.render_metrics()};
-          }
-          // /healthz is liveness (restart me if it fails): alive while starting, catching up or with
-          // failing snapshots. /readyz is readiness (send me traffic): see bus::Readiness.
-          if (path == "/healthz") {
-            return service.healthy() ? bus::HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}
-                                     : bus::HttpResponse{503, "text/plain; charset=utf-8", "unhealthy\n"};
-          }
-          if (path == "/readyz") {
-            const bus::Readiness ready = service.readiness();
-            return ready.ready
-                       ? bus::HttpResponse{200, "text/plain; charset=utf-8", "ready\n"}
-                       : bus::HttpResponse{503, "text/plain; charset=utf-8", "not ready: " + ready.reason + "\n"};
-          }
-          return bus::HttpResponse{404, "text/plain; charset=utf-8", "not found\n"};
-        },
-        http_options);
-    // NOTE: only /metrics renders this gauge, on the server's own thread, so `server` outlives it.
-    service.metrics().gauge_callback("kvidx_http_connections", "Open connections on the /metrics listener", {},
-                                     [server = http.get()] { return static_cast<double>(server->open_connections()); });
-    std::string error;
-    if (!http->start(metrics_host, metrics_port, error)) {
-      std::fprintf(stderr, "kvidx: error: cannot serve metrics on %s: %s\n", flags.metrics.c_str(), error.c_str());
-      return kExitFailure;
-    }
-    spdlog::info("metrics on http://{}:{}/metrics", metrics_host, http->port());
+    http = start_http(
+        flags.metrics, metrics_host, metrics_port, service.metrics(), [&service] { return service.render_metrics(); },
+        [&service] { return service.healthy(); }, [&service] { return service.readiness(); });
+    if (!http) return kExitFailure;
   }
 
   if (auto started = service.start(); !started.ok()) {
@@ -387,12 +501,31 @@ void add_serve_command(Command& app, int& exit_code) {
                  "Bridge a vLLM / SGLang engine's ZMQ KV events in-process (repeatable, one per engine socket): "
                  "'ENDPOINT,worker=W,block-size=N[,replay=ENDPOINT][,dp-rank=R][,topic=T][,eagle][,clear-on-gap]"
                  "[,replay-timeout-ms=MS][,cache-namespace=NS]'");
+  cmd.add_option("--shard", flags->shard,
+                 "Be shard I of N (I/N, 0 <= I < N): index only the workers NATS routes to shard I (the server maps "
+                 "<prefix>.events.* to <prefix>.events.{{partition(N,1)}}.{{wildcard(1)}}); answer on "
+                 "<prefix>.shard.I.*; run a --front for kv.query.scores");
+  cmd.add_option("--front", flags->front,
+                 "Be the merging front of N shards: answer <prefix>.query.scores by asking every shard and merging "
+                 "(indexes nothing; the ingest and snapshot flags do not apply)")
+      .check(InRange{1u, bus::kMaxShards});
+  cmd.add_option("--shard-timeout", flags->shard_timeout,
+                 "Front: how long a query waits for every shard, retries included (then an 'unavailable' error)")
+      .capture_default_str();
+  cmd.add_option("--shard-retries", flags->shard_retries,
+                 "Front: a shard that did not answer in --shard-timeout / (retries + 1) is asked again")
+      .capture_default_str()
+      .check(InRange{0, 10});
   cmd.add_flag("--check-config", flags->check_config, "Parse and validate the flags / config file, print them, exit 0");
   cmd.footer(
       "Example with two engines bridged in-process (no separate kvidx bridge):\n"
       "  kvidx serve --nats nats://127.0.0.1:4222 \\\n"
       "    --zmq 'tcp://10.0.0.5:5557,worker=3,block-size=16,replay=tcp://10.0.0.5:5558' \\\n"
-      "    --zmq 'tcp://10.0.0.6:5557,worker=4,block-size=16,eagle'");
+      "    --zmq 'tcp://10.0.0.6:5557,worker=4,block-size=16,eagle'\n"
+      "Three shards (the NATS servers' config needs\n"
+      "  mappings = { \"kv.events.*\": \"kv.events.{{partition(3,1)}}.{{wildcard(1)}}\" }), and a front:\n"
+      "  kvidx serve --shard 0/3 --durable kvidx-s0-a   (and 1/3, 2/3; two replicas each)\n"
+      "  kvidx serve --front 3                          (answers kv.query.scores)");
   cmd.callback([flags, &exit_code](const ParsedCommand& parsed) {
     if (!flags->config_file.empty()) {
       // A missing config file is a missing input file (1), like everywhere else; bad content is a usage error.

@@ -130,6 +130,7 @@ void add_stats_command(Command& app, int& exit_code) {
   auto flags = std::make_shared<StatsFlags>();
   Command& cmd = app.add_subcommand("stats", "Workers, ranks, blocks, nodes and event counts (live or from a log)");
   add_live_flags(cmd, flags->live, /*live_needs_nats_flag=*/true);
+  add_shard_flag(cmd, flags->live);
   add_retries_flag(cmd, flags->live);
   Option& all = cmd.add_flag("--all", flags->all,
                              "Every running replica's digest and stream position (kv.admin.replicas), not one's stats");

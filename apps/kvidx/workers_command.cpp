@@ -61,6 +61,7 @@ void add_workers_command(Command& app, int& exit_code) {
   Command& cmd =
       app.add_subcommand("workers", "List the (worker, rank) streams a running kvidx holds, with their blocks");
   add_live_flags(cmd, *flags);
+  add_shard_flag(cmd, *flags);
   cmd.footer(
       "Prints one JSON object: {\"workers\":[...],\"streams\":[{\"worker_id\",\"dp_rank\",\"blocks\"}]}.\n"
       "Example: kvidx workers --nats nats://127.0.0.1:4222 | jq '.streams[]'");

@@ -167,6 +167,35 @@ TEST_CASE("bus: the ordered reader re-reads a message that was delivered but nev
   CHECK(reader.value().last_sequence() == 20);
 }
 
+TEST_CASE("bus: a filtered ordered reader (a shard's) skips other subjects and re-reads a delivery lost in flight") {
+  NatsServer server;
+  Connection conn = connect_to(server);
+  JetStream js = stream_with(conn, 21);  // t.pull.1 holds sequences 2, 5, 8, ..., 20
+  ConsumerSpec spec;
+  spec.durable = "filtered";
+  spec.filter_subject = "t.pull.1";
+  auto reader = OrderedStreamReader::open(conn, js, "T_PULL", spec);
+  REQUIRE_MESSAGE(reader.ok(), reader.error().message);
+  auto first = reader.value().fetch(2, 1000);
+  REQUIRE(first.ok());
+  CHECK(sequences_of(first.value()) == std::vector<std::uint64_t>{2, 5});
+  REQUIRE(jetstream_ack(conn, first.value().back()).ok());
+  // The next delivery (sequence 8) goes to another client of the same durable: lost in flight for
+  // the reader, which sees delivery 4 after 2 (stream sequences skip by design here).
+  {
+    auto thief = PullConsumer::bind(conn, "T_PULL", "filtered");
+    REQUIRE(thief.ok());
+    auto stolen = thief.value().fetch(1, 1000);
+    REQUIRE(stolen.ok());
+    REQUIRE(sequences_of(stolen.value()) == std::vector<std::uint64_t>{8});
+  }
+  const auto rest = read_all(conn, reader.value(), 5, 5);
+  CHECK(rest == std::vector<std::uint64_t>{8, 11, 14, 17, 20});
+  CHECK(reader.value().resets() == 1);
+  CHECK(reader.value().holes() == 0);
+  CHECK(reader.value().last_sequence() == 20);
+}
+
 TEST_CASE("bus: the ordered reader accepts and counts a hole left by retention") {
   NatsServer server;
   Connection conn = connect_to(server);

@@ -18,6 +18,7 @@ TEST_CASE("snapshot commit round-trips, watermarks inline") {
                               1234,
                               {{{7, 0}, 18446744073709551615ULL}, {{7, 3}, 12}, {{8, 4294967295U}, 0}},
                               0,
+                              "",
                               ""};
   const std::string text = encode_snapshot_commit(commit);
   // The stored shape: snapshots written by earlier builds are read back with the same decoder.
@@ -29,7 +30,7 @@ TEST_CASE("snapshot commit round-trips, watermarks inline") {
 }
 
 TEST_CASE("snapshot commit with its watermarks in chunks, and watermark lines") {
-  const SnapshotCommit commit{"s", 3, 1, 4, 4, 10, {}, 70000, ""};
+  const SnapshotCommit commit{"s", 3, 1, 4, 4, 10, {}, 70000, "", ""};
   const std::string text = encode_snapshot_commit(commit);
   CHECK(json::parse(text).at("watermarks_in_chunks") == 70000);
   CHECK(json::parse(text).at("watermarks") == json::array());
@@ -65,7 +66,7 @@ TEST_CASE("snapshot records that are not well formed are rejected with the field
 }
 
 TEST_CASE("snapshot commit names its events stream when it has one") {
-  SnapshotCommit commit{"s", 3, 1, 4, 4, 10, {{{1, 0}, 5}}, 0, "KV_EVENTS"};
+  SnapshotCommit commit{"s", 3, 1, 4, 4, 10, {{{1, 0}, 5}}, 0, "KV_EVENTS", ""};
   const std::string text = encode_snapshot_commit(commit);
   CHECK(json::parse(text).at("events_stream") == "KV_EVENTS");
   auto decoded = decode_snapshot_commit(text);
@@ -73,4 +74,15 @@ TEST_CASE("snapshot commit names its events stream when it has one") {
   CHECK(decoded.value() == commit);
   commit.events_stream.clear();
   CHECK_FALSE(json::parse(encode_snapshot_commit(commit)).contains("events_stream"));
+}
+
+TEST_CASE("snapshot commit names the shard that wrote it, and only a shard's does") {
+  SnapshotCommit commit{"s", 3, 1, 4, 4, 10, {{{1, 0}, 5}}, 0, "KV_EVENTS", "1/3"};
+  const std::string text = encode_snapshot_commit(commit);
+  CHECK(json::parse(text).at("shard") == "1/3");
+  auto decoded = decode_snapshot_commit(text);
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error().message());
+  CHECK(decoded.value() == commit);
+  commit.shard.clear();
+  CHECK_FALSE(json::parse(encode_snapshot_commit(commit)).contains("shard"));
 }

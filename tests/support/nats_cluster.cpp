@@ -23,7 +23,7 @@ std::optional<Json> get_json(int port, const std::string& path) {
 
 }  // namespace
 
-NatsCluster::NatsCluster(int nodes) {
+NatsCluster::NatsCluster(int nodes, const std::string& config_text) {
   for (int i = 0; i < nodes; ++i) {
     monitor_ports_.push_back(find_free_port());
     route_ports_.push_back(find_free_port());
@@ -33,10 +33,12 @@ NatsCluster::NatsCluster(int nodes) {
   for (int i = 0; i < nodes; ++i) {
     // NOTE: every node lists every route, itself included (nats-server ignores a route to itself),
     // so any node restarted alone finds the others.
-    nodes_.push_back(std::make_unique<NatsServer>(NatsServerOptions::with_args(
+    NatsServerOptions options = NatsServerOptions::with_args(
         {"--server_name", name(i), "--cluster_name", "kvidx-test", "--cluster",
          "nats://127.0.0.1:" + std::to_string(route_ports_[static_cast<std::size_t>(i)]), "--routes", routes, "-m",
-         std::to_string(monitor_ports_[static_cast<std::size_t>(i)])})));
+         std::to_string(monitor_ports_[static_cast<std::size_t>(i)])});
+    options.config_text = config_text;
+    nodes_.push_back(std::make_unique<NatsServer>(options));
   }
   if (!wait_healthy(std::chrono::seconds(30)))
     throw std::runtime_error("nats cluster: no JetStream meta leader in 30 s");

@@ -19,7 +19,8 @@ class NatsCluster {
  public:
   // Starts `nodes` servers and waits until every one reports JetStream healthy and the same meta
   // leader; throws std::runtime_error when that does not happen in time.
-  explicit NatsCluster(int nodes = 3);
+  // `config_text`: extra lines of every node's config file (e.g. the shards' events `mappings`).
+  explicit NatsCluster(int nodes = 3, const std::string& config_text = {});
   ~NatsCluster() = default;
   NatsCluster(const NatsCluster&) = delete;
   NatsCluster& operator=(const NatsCluster&) = delete;

@@ -99,10 +99,12 @@ void NatsServer::start() {
   const std::string port = std::to_string(port_);
   std::vector<std::string> args = {"nats-server", "-js", "-a",       "127.0.0.1", "-p",
                                    port,          "-sd", store_dir_, "-l",        log_file_};
-  if (options_.max_payload > 0) {
-    // NOTE: max_payload has no command-line flag; it goes in a config file (the flags still win).
+  if (options_.max_payload > 0 || !options_.config_text.empty()) {
+    // NOTE: max_payload and mappings have no command-line flag; they go in a config file (the flags still win).
     const std::string config = dir_ + "/nats.conf";
-    std::ofstream(config) << "max_payload: " << options_.max_payload << "\n";
+    std::ofstream out(config);
+    if (options_.max_payload > 0) out << "max_payload: " << options_.max_payload << "\n";
+    out << options_.config_text << "\n";
     args.insert(args.end(), {"-c", config});
   }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());

@@ -17,6 +17,8 @@ struct NatsServerOptions {
   std::int64_t max_payload = 0;  // bytes; 0: the server's default (1 MiB)
   // Passed to nats-server after the fixture's own (e.g. {"--user", "u", "--pass", "p"}).
   std::vector<std::string> extra_args;
+  // Extra lines of the server's config file (options without a flag, e.g. account `mappings`).
+  std::string config_text;
 
   static NatsServerOptions with_max_payload(std::int64_t bytes) {
     NatsServerOptions o;
