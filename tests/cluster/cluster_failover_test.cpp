@@ -15,6 +15,7 @@
 #include "libcodec/query_codec.h"
 #include "libindexer/index_digest.h"
 #include "replay/event_log_writer.h"
+#include "tests/cluster/replica_answers.h"
 #include "tests/faults/fault_support.h"
 #include "tests/support/nats_cluster.h"
 #include "tests/support/wait_until.h"
@@ -57,27 +58,6 @@ Json settled_stats(bus::Connection& conn, ServeProcess& serve, std::uint64_t seq
   const auto stats = admin_stats(conn, 5000, R"({"digest":"total"})");
   REQUIRE(stats.has_value());
   return *stats;
-}
-
-// Every replica's kv.admin.replicas answer (a plain subscription on each) collected for `window`
-// (or until `expect` answers came).
-std::vector<Json> replica_answers(bus::Connection& conn, std::chrono::milliseconds window, std::size_t expect = 0) {
-  const std::string inbox = conn.new_inbox();
-  auto sub = conn.subscribe_sync(inbox);
-  REQUIRE(sub.ok());
-  auto request = bus::Message::create(bus::Subjects().admin_replicas(), R"({"digest":"total"})", inbox);
-  REQUIRE(request.ok());
-  REQUIRE(conn.publish(request.value()).ok());
-  std::vector<Json> out;
-  const auto deadline = Clock::now() + window;
-  while (Clock::now() < deadline) {
-    auto msg = sub.value().next(std::max<std::int64_t>(
-        1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
-    if (!msg.ok()) break;
-    out.push_back(Json::parse(msg.value().data()));
-    if (out.size() == expect) break;
-  }
-  return out;
 }
 
 // One replica's answer on kv.admin.replicas (kv.admin.stats goes to any one of them).

@@ -21,6 +21,7 @@
 #include "libbus/shard_spec.h"
 #include "libcodec/query_codec.h"
 #include "replay/mooncake_workload.h"
+#include "tests/cluster/replica_answers.h"
 #include "tests/faults/fault_support.h"
 #include "tests/support/http_probe.h"
 #include "tests/support/nats_cluster.h"
@@ -44,26 +45,6 @@ bus::Connection connect_to_urls(const std::string& urls, const std::string& name
   auto c = bus::Connection::connect(o);
   REQUIRE_MESSAGE(c.ok(), c.error().message);
   return std::move(c).value();
-}
-
-// Every replica's kv.admin.replicas answer collected for `window` (or until `expect` came).
-std::vector<Json> replica_answers(bus::Connection& conn, std::chrono::milliseconds window, std::size_t expect) {
-  const std::string inbox = conn.new_inbox();
-  auto sub = conn.subscribe_sync(inbox);
-  REQUIRE(sub.ok());
-  auto request = bus::Message::create(bus::Subjects().admin_replicas(), R"({"digest":"total"})", inbox);
-  REQUIRE(request.ok());
-  REQUIRE(conn.publish(request.value()).ok());
-  std::vector<Json> out;
-  const auto deadline = Clock::now() + window;
-  while (Clock::now() < deadline) {
-    auto msg = sub.value().next(std::max<std::int64_t>(
-        1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
-    if (!msg.ok()) break;
-    out.push_back(Json::parse(msg.value().data()));
-    if (out.size() == expect) break;
-  }
-  return out;
 }
 
 // The Mooncake conversation trace through simulated LRU workers (replay/mooncake_workload.h): the
