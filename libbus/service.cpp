@@ -26,6 +26,11 @@ struct KvidxService::Impl {
     register_indexer_gauges(ctx.metrics, ctx.indexer);
     ctx.metrics.gauge_callback("kvidx_up", "1 while the service is alive (/healthz)", {},
                                [this] { return ctx.alive() ? 1.0 : 0.0; });
+    // Constant 1, labelled with what this instance indexes: dashboards join it on `instance` to
+    // group replicas by shard ("all": unsharded).
+    ctx.metrics.gauge_callback("kvidx_shard_info", "1; the label says which shard this instance indexes (I/N, or all)",
+                               {{"shard", ctx.config.shard ? to_string(*ctx.config.shard) : std::string("all")}},
+                               [] { return 1.0; });
   }
 
   ServiceContext ctx;

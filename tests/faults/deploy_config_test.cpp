@@ -303,6 +303,8 @@ TEST_CASE(
   for (const std::string& name : used) {
     CHECK_MESSAGE(scraped->body.find("\n" + name) != std::string::npos, name);
   }
+  // The panels join kvidx_shard_info on `instance` to name each line's shard: an unsharded kvidx is "all".
+  CHECK_MESSAGE(scraped->body.find("\nkvidx_shard_info{shard=\"all\"} 1") != std::string::npos, scraped->body);
   CHECK(serve.stop(SIGTERM) == 0);
 }
 
