@@ -14,6 +14,7 @@
 #include "libindexer/lanes/lane_indexer.h"
 #include "replay/event_log_writer.h"
 #include "replay/offline_replay.h"
+#include "tests/support/stdin_from_file.h"
 
 namespace kvidx::bench {
 namespace {
@@ -75,45 +76,6 @@ std::uint64_t write_log(const std::string& path, std::size_t events, std::size_t
   return std::filesystem::file_size(path);
 }
 
-// Points stdin at a pipe that a thread fills from `path` (as `cat path | ...`) for its lifetime.
-class StdinFromFile {
- public:
-  explicit StdinFromFile(const std::string& path) {
-    int fds[2];
-    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    saved_ = ::dup(STDIN_FILENO);
-    ::dup2(fds[0], STDIN_FILENO);
-    ::close(fds[0]);
-    writer_ = std::thread([path, fd = fds[1]] {
-      std::ifstream in(path, std::ios::binary);
-      std::vector<char> buf(1 << 16);
-      while (in) {
-        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-        const char* p = buf.data();
-        auto left = static_cast<std::size_t>(in.gcount());
-        while (left > 0) {
-          const ssize_t n = ::write(fd, p, left);
-          if (n <= 0) break;
-          p += n;
-          left -= static_cast<std::size_t>(n);
-        }
-      }
-      ::close(fd);
-    });
-  }
-  ~StdinFromFile() {
-    writer_.join();
-    ::dup2(saved_, STDIN_FILENO);
-    ::close(saved_);
-  }
-  StdinFromFile(const StdinFromFile&) = delete;
-  StdinFromFile& operator=(const StdinFromFile&) = delete;
-
- private:
-  int saved_ = -1;
-  std::thread writer_;
-};
-
 // Events/s of replay_event_log over `path` (or stdin fed from it).
 double replay_rate(const std::string& path, bool from_stdin, std::size_t decode_threads, std::size_t lanes,
                    std::uint64_t events) {
@@ -125,7 +87,7 @@ double replay_rate(const std::string& path, bool from_stdin, std::size_t decode_
   ro.decode_threads = decode_threads;
   ReplaySummary summary;
   if (from_stdin) {
-    StdinFromFile feed(path);
+    testing::StdinFromFile feed(path);
     summary = replay_event_log(indexer, ro);
   } else {
     summary = replay_event_log(indexer, ro);

@@ -19,6 +19,7 @@
 #include "replay/offline_replay.h"
 #include "tests/support/child_process.h"
 #include "tests/support/dump_holdings.h"
+#include "tests/support/stdin_from_file.h"
 
 using namespace kvidx;
 using namespace kvidx::testing;
@@ -126,45 +127,6 @@ void check_same(const Read& parallel, const Read& sequential) {
   CHECK(differing == 0);
 }
 
-// Points stdin at a pipe fed from `path` by a thread (as `cat path |`) while it lives.
-class StdinFrom {
- public:
-  explicit StdinFrom(const std::string& path) {
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    saved_ = ::dup(STDIN_FILENO);
-    ::dup2(fds[0], STDIN_FILENO);
-    ::close(fds[0]);
-    feeder_ = std::thread([path, fd = fds[1]] {
-      std::ifstream in(path, std::ios::binary);
-      std::vector<char> buf(1 << 16);
-      while (in) {
-        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-        const char* p = buf.data();
-        auto left = static_cast<std::size_t>(in.gcount());
-        while (left > 0) {
-          const ssize_t n = ::write(fd, p, left);
-          if (n <= 0) break;
-          p += n;
-          left -= static_cast<std::size_t>(n);
-        }
-      }
-      ::close(fd);
-    });
-  }
-  ~StdinFrom() {
-    feeder_.join();
-    ::dup2(saved_, STDIN_FILENO);
-    ::close(saved_);
-  }
-  StdinFrom(const StdinFrom&) = delete;
-  StdinFrom& operator=(const StdinFrom&) = delete;
-
- private:
-  int saved_ = -1;
-  std::thread feeder_;
-};
-
 }  // namespace
 
 TEST_CASE("the reader with decode threads hands on what the sequential reader does, bad lines and stops included") {
@@ -201,7 +163,7 @@ TEST_CASE("the reader with decode threads reads plain and gzip logs from stdin a
     const Read from_file = read_with(path, BadLinePolicy::skip, 0);
     Read from_stdin;
     {
-      StdinFrom feed(path);
+      testing::StdinFromFile feed(path);
       from_stdin = read_with("-", BadLinePolicy::skip, 2);
     }
     check_same(from_stdin, from_file);
