@@ -22,6 +22,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/dump_holdings.h"
 #include "tests/support/event_builders.h"
+#include "tests/support/nats_client.h"
 #include "tests/support/nats_server.h"
 #include "tests/support/wait_until.h"
 
@@ -29,6 +30,8 @@ using namespace kvidx;
 using namespace kvidx::testing;
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
+
+using kvidx::testing::connect_to;
 
 namespace {
 
@@ -48,14 +51,6 @@ std::string read_all(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-bus::Connection connect_to(const NatsServer& server) {
-  bus::ConnectionOptions o;
-  o.url = server.url();
-  auto c = bus::Connection::connect(o);
-  REQUIRE_MESSAGE(c.ok(), c.error().message);
-  return std::move(c).value();
 }
 
 void publish_dump_message(bus::Connection& conn, std::string_view inbox, std::string_view body, const char* kind) {

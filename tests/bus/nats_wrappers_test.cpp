@@ -13,25 +13,14 @@
 #include "libbus/nats_connection.h"
 #include "libbus/nats_jetstream.h"
 #include "libbus/nats_pull_consumer.h"
+#include "tests/support/nats_client.h"
 #include "tests/support/nats_server.h"
 #include "tests/support/wait_until.h"
 
 using namespace kvidx::bus;
 using kvidx::testing::NatsServer;
+using kvidx::testing::connect_to;
 using kvidx::testing::wait_until;
-
-namespace {
-
-Connection connect_to(const NatsServer& server, bool send_asap = false) {
-  ConnectionOptions options;
-  options.url = server.url();
-  options.send_asap = send_asap;
-  auto conn = Connection::connect(options);
-  REQUIRE_MESSAGE(conn.ok(), conn.error().message);
-  return std::move(conn).value();
-}
-
-}  // namespace
 
 TEST_SUITE("integration") {
 
@@ -99,7 +88,7 @@ TEST_CASE("bus: destroying a subscription waits for its running handler") {
 
 TEST_CASE("bus: request reply through a queue group responder") {
   NatsServer server;
-  Connection responder = connect_to(server, /*send_asap=*/true);
+  Connection responder = connect_to(server, "kvidx-test", /*send_asap=*/true);
   Connection client = connect_to(server);
   auto sub = responder.queue_subscribe("svc.echo", "kvidx", [&](Message msg) {
     std::string reply = "echo:";

@@ -13,20 +13,15 @@
 #include "libbus/nats_jetstream.h"
 #include "libbus/nats_pull_consumer.h"
 #include "libbus/ordered_stream_reader.h"
+#include "tests/support/nats_client.h"
 #include "tests/support/nats_server.h"
 
 using namespace kvidx::bus;
 using kvidx::testing::NatsServer;
 
-namespace {
+using kvidx::testing::connect_to;
 
-Connection connect_to(const NatsServer& server) {
-  ConnectionOptions options;
-  options.url = server.url();
-  auto conn = Connection::connect(options);
-  REQUIRE_MESSAGE(conn.ok(), conn.error().message);
-  return std::move(conn).value();
-}
+namespace {
 
 // Stream "T_PULL" on t.pull.> with messages "0".."n-1" (stream sequences 1..n).
 JetStream stream_with(Connection& conn, int n) {

@@ -22,12 +22,15 @@
 #include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/event_histories.h"
+#include "tests/support/nats_client.h"
 #include "tests/support/nats_server.h"
 
 using namespace kvidx;
 using namespace kvidx::bus;
 using kvidx::testing::NatsServer;
 using Json = nlohmann::json;
+
+using kvidx::testing::connect_to;
 
 namespace {
 
@@ -50,14 +53,6 @@ std::set<BlockKey> offline_normal_form(const std::map<WorkerWithDpRank, std::vec
   auto dump = offline.dump_events();
   REQUIRE(dump.has_value());
   return normal_form(*dump);
-}
-
-Connection connect_to(const NatsServer& server) {
-  ConnectionOptions o;
-  o.url = server.url();
-  auto c = Connection::connect(o);
-  REQUIRE_MESSAGE(c.ok(), c.error().message);
-  return std::move(c).value();
 }
 
 // Publishes every stream's history from `threads` threads at once (streams interleaved), some

@@ -17,6 +17,7 @@
 #include "libcodec/query_codec.h"
 #include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/event_builders.h"
+#include "tests/support/nats_client.h"
 #include "tests/support/nats_server.h"
 
 using namespace kvidx;
@@ -24,15 +25,9 @@ using namespace kvidx::bus;
 using kvidx::testing::NatsServer;
 using Json = nlohmann::json;
 
-namespace {
+using kvidx::testing::connect_to;
 
-Connection connect_to(const NatsServer& server) {
-  ConnectionOptions o;
-  o.url = server.url();
-  auto c = Connection::connect(o);
-  REQUIRE_MESSAGE(c.ok(), c.error().message);
-  return std::move(c).value();
-}
+namespace {
 
 ServiceConfig config_for(const NatsServer& server, std::string durable) {
   ServiceConfig c;

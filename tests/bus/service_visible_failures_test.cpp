@@ -24,6 +24,7 @@
 #include "libindexer/lanes/lane_indexer.h"
 #include "tests/support/event_builders.h"
 #include "tests/support/event_histories.h"
+#include "tests/support/nats_client.h"
 #include "tests/support/nats_server.h"
 #include "tests/support/wait_until.h"
 
@@ -34,16 +35,11 @@ using kvidx::testing::normal_form;
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
 
+using kvidx::testing::connect_to;
+
 namespace {
 
-Connection connect_to(const NatsServer& server) {
-  ConnectionOptions o;
-  o.url = server.url();
-  o.name = "kvidx-visible-failures-test";
-  auto c = Connection::connect(o);
-  REQUIRE_MESSAGE(c.ok(), c.error().message);
-  return std::move(c).value();
-}
+const char* const kClientName = "kvidx-visible-failures-test";
 
 ServiceConfig config_for(const NatsServer& server, std::string durable) {
   ServiceConfig c;
@@ -170,7 +166,7 @@ TEST_SUITE("integration") {
 TEST_CASE(
     "service: a worker with a 30000-block chain is snapshotted and restored into a fresh service and dumped whole") {
   NatsServer server;
-  Connection client = connect_to(server);
+  Connection client = connect_to(server, kClientName);
   const auto chain = testing::make_long_chain(11, 0, 30000, 100);  // 300 messages of 100 blocks
   std::set<testing::BlockKey> before;
   {
@@ -209,7 +205,7 @@ TEST_CASE(
     KvidxService service(config_for(server, "mp"));
     REQUIRE(service.start().ok());
     {
-      Connection client = connect_to(server);
+      Connection client = connect_to(server, kClientName);
       std::vector<RouterEvent> events;
       for (WorkerId w = 1; w <= 40; ++w) {
         auto chain = testing::make_long_chain(w, 0, 60, 60);  // 40 distinct 60-block chains, ~3.5 KB each
@@ -225,7 +221,7 @@ TEST_CASE(
     // must be cut for 8 KiB, not for the 1 MiB it saw at start.
     server.set_max_payload(8192);
     server.restart();
-    Connection client = connect_to(server);
+    Connection client = connect_to(server, kClientName);
     REQUIRE(client.max_payload() == 8192);
     bool snapshot_ok = false;
     std::string last_error;
@@ -257,7 +253,7 @@ TEST_CASE(
     "service: snapshot failures are counted and logged once per state change and a stale snapshot makes the service "
     "not ready") {
   NatsServer server;
-  Connection client = connect_to(server);
+  Connection client = connect_to(server, kClientName);
   ScopedLogCapture logs;
   ServiceConfig config = config_for(server, "stale");
   config.snapshot_interval = std::chrono::milliseconds(100);
@@ -313,7 +309,7 @@ TEST_CASE(
     "service: not ready until the newest snapshot is restored and the consumer caught up with the stream's end at "
     "start") {
   NatsServer server;
-  Connection client = connect_to(server);
+  Connection client = connect_to(server, kClientName);
   ensure_events_stream(client);
   std::vector<RouterEvent> backlog;
   for (WorkerId w = 1; w <= 100; ++w) {
@@ -361,7 +357,7 @@ TEST_CASE(
     "service: replies over the server's max_payload are chunked for requesters that accept chunks, else a "
     "reply_too_large error") {
   NatsServer server(testing::NatsServerOptions::with_max_payload(4096));
-  Connection client = connect_to(server);
+  Connection client = connect_to(server, kClientName);
   REQUIRE(client.max_payload() == 4096);
   ServiceConfig config = config_for(server, "big");
   std::vector<RouterEvent> events;

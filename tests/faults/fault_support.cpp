@@ -1,4 +1,5 @@
 #include "tests/faults/fault_support.h"
+#include "tests/support/nats_client.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -22,12 +23,7 @@ OfflineResult offline_apply(const std::vector<const RouterEvent*>& events) {
 }
 
 bus::Connection connect_to(const testing::NatsServer& server) {
-  bus::ConnectionOptions o;
-  o.url = server.url();
-  o.name = "kvidx-faults-test";
-  auto c = bus::Connection::connect(o);
-  REQUIRE_MESSAGE(c.ok(), c.error().message);
-  return std::move(c).value();
+  return testing::connect_to(server, "kvidx-faults-test");
 }
 
 void ensure_events_stream(bus::Connection& conn) {
