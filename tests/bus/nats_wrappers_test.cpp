@@ -18,8 +18,8 @@
 #include "tests/support/wait_until.h"
 
 using namespace kvidx::bus;
-using kvidx::testing::NatsServer;
 using kvidx::testing::connect_to;
+using kvidx::testing::NatsServer;
 using kvidx::testing::wait_until;
 
 TEST_SUITE("integration") {
