@@ -29,33 +29,54 @@ ApplyResult ConcurrentRadixTree::apply_removed(WorkerLookup& lookup, WorkerSlot 
   std::vector<RemovalTarget> targets;
   targets.reserve(hashes.size());
   std::size_t unknown = 0;
+  // The node of the last target, still locked: a Removed usually names a run of blocks of one
+  // edge, which are then checked under one lock and make one target (its shallowest block).
+  std::optional<LockedBlock> current;
   for (const auto hash : hashes) {
-    const LookupEntry* entry = lookup.find(hash);
-    if (entry == nullptr) {
+    // NOTE: no reference taken; the lookup's own keeps the node alive (nothing erases before pass 2).
+    const auto recorded = lookup.peek(hash);
+    if (!recorded) {
       // NOTE: a block an earlier cut dropped counts as known whether that cut scrubbed its entry
       // (dropped mark) or left it stale (below): which one depends on other streams' splits, the
       // result must not (WorkerLookup).
       if (!lookup.was_dropped(hash)) ++unknown;
       continue;
     }
-    const LookupEntry recorded = *entry;
-    std::optional<LockedBlock> held;
-    if (hint && hint != recorded.node) held = locate_held_block(slot, hint, hash, recorded.depth);
-    if (!held) held = locate_held_block(slot, recorded.node, hash, recorded.depth);
-    if (!held) continue;  // no longer held (cut below an earlier removal): the entry is scrubbed below
-    targets.push_back(RemovalTarget{held->node, hash, recorded.depth});
+    if (!hint && current && current->node.get() == recorded->node) {
+      const RadixNode& n = *current->node;
+      // Locked since it was located, so not detached; a depth inside the edge is decided here
+      // exactly as locate_held_block would (outside it, the block moved below: the slow path).
+      if (recorded->depth >= n.start_depth_ && recorded->depth < n.end_depth()) {
+        const std::uint32_t position = recorded->depth - n.start_depth_;
+        if (n.coverage_.covered(slot) > position && n.name_of(slot, position) == hash &&
+            recorded->depth < targets.back().depth) {
+          targets.back().hash = hash;
+          targets.back().depth = recorded->depth;
+        }
+        continue;
+      }
+    }
+    current.reset();  // NOTE: released before locating elsewhere: one node lock at a time here
+    NodeRef start(recorded->node);
+    if (hint && hint != start) current = locate_held_block(slot, hint, hash, recorded->depth);
+    if (!current) current = locate_held_block(slot, std::move(start), hash, recorded->depth);
+    if (!current) continue;  // no longer held (cut below an earlier removal): the entry is scrubbed below
+    targets.push_back(RemovalTarget{current->node, hash, recorded->depth});
   }
+  current.reset();
+  // The event's own blocks leave the lookup first (entry and mark): the cuts below then scrub, and
+  // mark as dropped, only the blocks the event did not name. The targets keep their nodes alive.
+  for (const auto hash : hashes) lookup.forget(hash);
   // NOTE: deepest first. Cutting a suffix scrubs the lookup entries of its own edge while the
   // stream still holds it; the later, shallower cut then drops what remains below. Within one node
   // the shallowest position wins, so the result is the cut at the minimum position whatever the
-  // order of the hashes in the event.
+  // order of the hashes in the event (the loop above keeps only that one for a run in one node).
   std::sort(targets.begin(), targets.end(),
             [](const RemovalTarget& a, const RemovalTarget& b) { return a.depth > b.depth; });
   for (auto& target : targets) {
     std::optional<LockedBlock> held = locate_held_block(slot, std::move(target.node), target.hash, target.depth);
     if (held) cut_locked(&lookup, slot, *held);
   }
-  for (const auto hash : hashes) lookup.forget(hash);
   if (unknown > 0) {
     return {ApplyStatus::block_not_found,
             std::to_string(unknown) + " of " + std::to_string(hashes.size()) + " removed blocks unknown"};

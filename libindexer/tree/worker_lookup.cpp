@@ -85,14 +85,27 @@ void WorkerLookup::assign(Bucket& bucket, const NodeRef& node, std::uint32_t dep
   bucket.entry = PackedEntry::pack(node, bits);
 }
 
-const LookupEntry* WorkerLookup::find(ExternalSequenceBlockHash hash) const {
+const WorkerLookup::Bucket* WorkerLookup::bucket_of(ExternalSequenceBlockHash hash) const {
   if (size_ == 0) return nullptr;
   const std::size_t mask = buckets_.size() - 1;
   for (std::size_t i = home(hash.value);; i = (i + 1) & mask) {
     const Bucket& bucket = buckets_[i];
     if (bucket.entry.empty()) return nullptr;
-    if (bucket.key == hash.value) return &entry_of(bucket);
+    if (bucket.key == hash.value) return &bucket;
   }
+}
+
+const LookupEntry* WorkerLookup::find(ExternalSequenceBlockHash hash) const {
+  const Bucket* bucket = bucket_of(hash);
+  return bucket == nullptr ? nullptr : &entry_of(*bucket);
+}
+
+std::optional<WorkerLookup::Peeked> WorkerLookup::peek(ExternalSequenceBlockHash hash) const {
+  const Bucket* bucket = bucket_of(hash);
+  if (bucket == nullptr) return std::nullopt;
+  std::uint32_t depth = bucket->entry.depth_bits();
+  if (depth == PackedEntry::kDeepDepth) depth = deep_depths_.at(bucket->key);
+  return Peeked{bucket->entry.node(), depth};
 }
 
 void WorkerLookup::rehash(std::size_t new_capacity) {

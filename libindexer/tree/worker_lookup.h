@@ -40,6 +40,13 @@ class WorkerLookup {
   // The entry for `hash`, or null. NOTE: the pointee is a copy held by this lookup, valid until the
   // next call on it; callers copy what they keep.
   const LookupEntry* find(ExternalSequenceBlockHash hash) const;
+  // The entry for `hash` without taking a node reference: `node` stays valid while the entry does
+  // (until the next call that changes this lookup).
+  struct Peeked {
+    RadixNode* node = nullptr;
+    std::uint32_t depth = 0;
+  };
+  std::optional<Peeked> peek(ExternalSequenceBlockHash hash) const;
   // NOTE: takes the node by reference and copies it only when the entry changes: re-storing a held
   // block then costs no reference-count traffic on a node other lanes are touching too.
   void insert_or_assign(ExternalSequenceBlockHash hash, const NodeRef& node, std::uint32_t depth);
@@ -104,6 +111,7 @@ class WorkerLookup {
   };
   static_assert(sizeof(Bucket) == 16);
 
+  const Bucket* bucket_of(ExternalSequenceBlockHash hash) const;  // null when absent
   const LookupEntry& entry_of(const Bucket& bucket) const;
   void assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth);
   void release_all();

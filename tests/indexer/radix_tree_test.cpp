@@ -486,6 +486,54 @@ TEST_CASE("batched_remove_falls_back_when_all_grouped_hashes_move_before_restore
   CHECK(worker_lookup_len(lookup0, worker0) == std::optional<std::size_t>{4});
 }
 
+// kvidx: apply_removed checks a run of one edge's blocks under one lock and cuts once per node.
+// Whatever the order of the hashes and wherever splits put the edges, one Removed naming blocks
+// must leave what one Removed per block leaves: the same scores, and the same blocks known to the
+// stream (an entry or a dropped mark each; which of the two depends on the order, see WorkerLookup).
+TEST_CASE("one Removed naming blocks of split edges in any order equals one Removed per block") {
+  const Hashes chain{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  const auto hashes = external_hashes({}, chain);
+  // Blocks 3 and 8 (depths 3 and 8) sit in different nodes once worker 1's chain splits at 5.
+  // Runs of one node in both orders (9 then 8, 4 then 3), and nodes taking turns.
+  const std::vector<ExternalSequenceBlockHash> named{hashes[9], hashes[8], hashes[4], hashes[3], hashes[6]};
+  struct Outcome {
+    std::uint32_t score0 = 0;
+    std::uint32_t score1 = 0;
+    std::optional<std::size_t> entries;
+    std::size_t dropped = 0;
+  };
+  auto run = [&](bool one_event) {
+    ConcurrentRadixTree index;
+    auto lookup = direct_lookup();
+    apply_direct(index, lookup, make_store_event(0, chain));
+    apply_direct(index, lookup, make_store_event(1, {1, 2, 3, 4, 5}));
+    apply_direct(index, lookup, make_store_event_with_parent(1, {1, 2, 3, 4, 5}, {60}));
+    if (one_event) {
+      CHECK(index.apply_event(lookup, remove_event(0, 1, 0, named)).ok());
+    } else {
+      for (const auto hash : named) CHECK(index.apply_event(lookup, remove_event(0, 1, 0, {hash})).ok());
+    }
+    const auto scores = index.find_matches(local_hashes(chain), false).scores;
+    Outcome out;
+    out.score0 = scores.contains(worker(0)) ? scores.at(worker(0)) : 0;
+    out.score1 = scores.contains(worker(1)) ? scores.at(worker(1)) : 0;
+    out.entries = worker_lookup_len(lookup, worker(0));
+    out.dropped = lookup.at(worker(0)).dropped_size();
+    // The blocks cut without being named are still known to the stream: naming them is not an error.
+    CHECK(index.apply_event(lookup, remove_event(0, 2, 0, {hashes[5], hashes[7]})).ok());
+    return out;
+  };
+  const Outcome batched = run(true);
+  const Outcome single = run(false);
+  CHECK(batched.score0 == 3);
+  CHECK(batched.score1 == 5);
+  CHECK(batched.score0 == single.score0);
+  CHECK(batched.score1 == single.score1);
+  // Known and not named: blocks 0-2 (held), 5 and 7 (cut below block 3).
+  CHECK(batched.entries.value_or(0) + batched.dropped == 5);
+  CHECK(single.entries.value_or(0) + single.dropped == 5);
+}
+
 // ---- structural_tests ----
 
 TEST_CASE("test_internal_split_reparents_existing_children_to_suffix") {
