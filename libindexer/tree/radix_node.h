@@ -46,6 +46,10 @@ class NodeRef {
   }
   // Gives up this reference without dropping the count; the caller now owns it.
   RadixNode* release() noexcept { return std::exchange(node_, nullptr); }
+  // Takes or drops `count` references in one atomic step (runs of WorkerLookup entries). Dropping
+  // the last one deletes the node.
+  static void acquire_many(RadixNode* node, std::uint32_t count) noexcept;
+  static void release_many(RadixNode* node, std::uint32_t count) noexcept;
 
   RadixNode* get() const noexcept { return node_; }
   RadixNode* operator->() const noexcept { return node_; }
@@ -186,6 +190,15 @@ inline NodeRef::NodeRef(RadixNode* node) noexcept : node_(node) {
 inline NodeRef::~NodeRef() {
   // NOTE: acq_rel so the deleting thread sees every write made under other references.
   if (node_ != nullptr && node_->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete node_;
+}
+
+inline void NodeRef::acquire_many(RadixNode* node, std::uint32_t count) noexcept {
+  node->refs_.fetch_add(count, std::memory_order_relaxed);
+}
+
+inline void NodeRef::release_many(RadixNode* node, std::uint32_t count) noexcept {
+  // NOTE: acq_rel as in ~NodeRef.
+  if (node->refs_.fetch_sub(count, std::memory_order_acq_rel) == count) delete node;
 }
 
 }  // namespace kvidx

@@ -66,7 +66,7 @@ ApplyResult ConcurrentRadixTree::apply_removed(WorkerLookup& lookup, WorkerSlot 
   current.reset();
   // The event's own blocks leave the lookup first (entry and mark): the cuts below then scrub, and
   // mark as dropped, only the blocks the event did not name. The targets keep their nodes alive.
-  for (const auto hash : hashes) lookup.forget(hash);
+  lookup.forget_all(hashes);
   // NOTE: deepest first. Cutting a suffix scrubs the lookup entries of its own edge while the
   // stream still holds it; the later, shallower cut then drops what remains below. Within one node
   // the shallowest position wins, so the result is the cut at the minimum position whatever the

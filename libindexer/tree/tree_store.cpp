@@ -80,8 +80,8 @@ void ConcurrentRadixTree::extend_from(WorkerLookup& lookup, WorkerSlot slot, Nod
       for (std::uint32_t i = 0; i < matched; ++i) {
         // The stream's own name for the block, kept only when it differs from the edge's.
         n.names_.set(slot, offset + i, blocks[i].block_hash, n.edge_);
-        lookup.insert_or_assign(blocks[i].block_hash, node, n.start_depth_ + offset + i);
       }
+      lookup.insert_run(blocks.first(matched), node, n.start_depth_ + offset);
     }
     blocks = blocks.subspan(matched);
     if (blocks.empty()) return;
@@ -108,15 +108,11 @@ void ConcurrentRadixTree::extend_from(WorkerLookup& lookup, WorkerSlot slot, Nod
       registry_.add_blocks(slot, static_cast<std::int64_t>(blocks.size()));
       attached_blocks_.fetch_add(blocks.size(), std::memory_order_relaxed);
       ++n.shape_version_;
-      for (std::uint32_t i = 0; i < blocks.size(); ++i) {
-        lookup.insert_or_assign(blocks[i].block_hash, node, n.start_depth_ + start + i);
-      }
+      lookup.insert_run(blocks, node, n.start_depth_ + start);
       return;
     }
     NodeRef child = new_child_locked(n, slot, blocks);
-    for (std::uint32_t i = 0; i < blocks.size(); ++i) {
-      lookup.insert_or_assign(blocks[i].block_hash, child, child->start_depth_ + i);
-    }
+    lookup.insert_run(blocks, child, child->start_depth_);
     return;
   }
 }

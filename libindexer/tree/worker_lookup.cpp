@@ -9,18 +9,22 @@ namespace kvidx {
 static_assert(sizeof(void*) == 8, "WorkerLookup packs a depth into a 64-bit pointer");
 static_assert(alignof(RadixNode) >= 8, "WorkerLookup packs depth bits into a node pointer's low 3 bits");
 
-WorkerLookup::PackedEntry WorkerLookup::PackedEntry::pack(const NodeRef& node, std::uint32_t depth) {
-  const auto address = reinterpret_cast<std::uint64_t>(node.get());
+WorkerLookup::PackedEntry WorkerLookup::PackedEntry::adopt(RadixNode* node, std::uint32_t depth) {
+  const auto address = reinterpret_cast<std::uint64_t>(node);
   // NOTE: a pointer above 48 bits would lose its top bits; no supported platform hands out such
   // user-space addresses unless asked (mmap hints), so this is a broken build, not bad input.
   if ((address & ~kPointerMask) != 0) {
-    std::fprintf(stderr, "kvidx: WorkerLookup: node address %p does not fit 48 bits\n", static_cast<void*>(node.get()));
+    std::fprintf(stderr, "kvidx: WorkerLookup: node address %p does not fit 48 bits\n", static_cast<void*>(node));
     std::abort();
   }
   PackedEntry out;
-  out.word_ = reinterpret_cast<std::uint64_t>(NodeRef(node).release());  // the word owns this reference
+  out.word_ = address;  // the word owns the reference the caller handed over
   out.set_depth_bits(depth);
   return out;
+}
+
+WorkerLookup::PackedEntry WorkerLookup::PackedEntry::pack(const NodeRef& node, std::uint32_t depth) {
+  return adopt(NodeRef(node).release(), depth);
 }
 
 void WorkerLookup::PackedEntry::release() {
@@ -70,13 +74,17 @@ const LookupEntry& WorkerLookup::entry_of(const Bucket& bucket) const {
   return found_;
 }
 
-void WorkerLookup::assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth) {
-  const std::uint32_t bits = depth >= PackedEntry::kDeepDepth ? PackedEntry::kDeepDepth : depth;
-  if (bits == PackedEntry::kDeepDepth) {
-    deep_depths_[bucket.key] = depth;
-  } else if (!deep_depths_.empty()) {
-    deep_depths_.erase(bucket.key);
+std::uint32_t WorkerLookup::depth_bits_for(std::uint64_t key, std::uint32_t depth) {
+  if (depth >= PackedEntry::kDeepDepth) {
+    deep_depths_[key] = depth;
+    return PackedEntry::kDeepDepth;
   }
+  if (!deep_depths_.empty()) deep_depths_.erase(key);
+  return depth;
+}
+
+void WorkerLookup::assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth) {
+  const std::uint32_t bits = depth_bits_for(bucket.key, depth);
   if (!bucket.entry.empty() && bucket.entry.node() == node.get()) {
     bucket.entry.set_depth_bits(bits);  // same node: no reference-count traffic
     return;
@@ -120,27 +128,59 @@ void WorkerLookup::rehash(std::size_t new_capacity) {
   }
 }
 
-void WorkerLookup::insert_or_assign(ExternalSequenceBlockHash hash, const NodeRef& node, std::uint32_t depth) {
-  // Keep the load factor at or below 3/4 so probe runs stay short.
+WorkerLookup::Bucket& WorkerLookup::bucket_for_insert(ExternalSequenceBlockHash hash) {
   if (!dropped_.empty()) dropped_.erase(hash.value);  // stored again: held, no longer dropped
+  // Keep the load factor at or below 3/4 so probe runs stay short.
   if ((size_ + 1) * 4 > buckets_.size() * 3) rehash(buckets_.empty() ? 16 : buckets_.size() * 2);
   const std::size_t mask = buckets_.size() - 1;
   for (std::size_t i = home(hash.value);; i = (i + 1) & mask) {
     Bucket& bucket = buckets_[i];
     if (bucket.entry.empty()) {
+      // NOTE: counted now; the caller fills the entry before anything else reads this lookup.
       bucket.key = hash.value;
-      assign(bucket, node, depth);
       ++size_;
-      return;
+      return bucket;
     }
-    if (bucket.key == hash.value) {
-      assign(bucket, node, depth);
-      return;
-    }
+    if (bucket.key == hash.value) return bucket;
   }
 }
 
+void WorkerLookup::insert_or_assign(ExternalSequenceBlockHash hash, const NodeRef& node, std::uint32_t depth) {
+  assign(bucket_for_insert(hash), node, depth);
+}
+
+void WorkerLookup::insert_run(std::span<const StoredBlock> blocks, const NodeRef& node, std::uint32_t first_depth) {
+  ReleaseRun released;
+  std::uint32_t taken = 0;
+  for (std::uint32_t i = 0; i < blocks.size(); ++i) {
+    Bucket& bucket = bucket_for_insert(blocks[i].block_hash);
+    const std::uint32_t bits = depth_bits_for(bucket.key, first_depth + i);
+    if (!bucket.entry.empty() && bucket.entry.node() == node.get()) {
+      bucket.entry.set_depth_bits(bits);
+      continue;
+    }
+    if (!bucket.entry.empty()) released.add(bucket.entry.take());
+    bucket.entry = PackedEntry::adopt(node.get(), bits);
+    ++taken;
+  }
+  // NOTE: the caller's `node` keeps the node alive until the entries' references are taken here.
+  if (taken > 0) NodeRef::acquire_many(node.get(), taken);
+}
+
 bool WorkerLookup::erase(ExternalSequenceBlockHash hash) {
+  ReleaseRun released;
+  return erase(hash, released);
+}
+
+void WorkerLookup::forget_all(std::span<const ExternalSequenceBlockHash> hashes) {
+  ReleaseRun released;
+  for (const auto hash : hashes) {
+    erase(hash, released);
+    if (!dropped_.empty()) dropped_.erase(hash.value);
+  }
+}
+
+bool WorkerLookup::erase(ExternalSequenceBlockHash hash, ReleaseRun& released) {
   if (size_ == 0) return false;
   const std::size_t mask = buckets_.size() - 1;
   std::size_t i = home(hash.value);
@@ -149,7 +189,7 @@ bool WorkerLookup::erase(ExternalSequenceBlockHash hash) {
     if (buckets_[i].key == hash.value) break;
     i = (i + 1) & mask;
   }
-  buckets_[i].entry.release();
+  released.add(buckets_[i].entry.take());
   if (!deep_depths_.empty()) deep_depths_.erase(hash.value);
   // Backward-shift deletion: pull later entries of the probe run into the hole so lookups never
   // need tombstones (buckets move as raw words, their references with them).

@@ -17,8 +17,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "libindexer/protocol.h"
@@ -50,6 +52,9 @@ class WorkerLookup {
   // NOTE: takes the node by reference and copies it only when the entry changes: re-storing a held
   // block then costs no reference-count traffic on a node other lanes are touching too.
   void insert_or_assign(ExternalSequenceBlockHash hash, const NodeRef& node, std::uint32_t depth);
+  // insert_or_assign of a run of blocks at consecutive depths of one node (a Stored's blocks on one
+  // edge): the references the new entries own are taken in one step, not one per block.
+  void insert_run(std::span<const StoredBlock> blocks, const NodeRef& node, std::uint32_t first_depth);
   bool erase(ExternalSequenceBlockHash hash);
   void clear();  // entries and dropped marks
 
@@ -63,6 +68,8 @@ class WorkerLookup {
     erase(hash);
     if (!dropped_.empty()) dropped_.erase(hash.value);
   }
+  // forget() of each hash; the references of entries of one node are dropped in one step.
+  void forget_all(std::span<const ExternalSequenceBlockHash> hashes);
   std::size_t dropped_size() const { return dropped_.size(); }
 
   template <typename Visit>  // Visit(ExternalSequenceBlockHash, const LookupEntry&)
@@ -95,7 +102,11 @@ class WorkerLookup {
     std::uint32_t depth_bits() const { return static_cast<std::uint32_t>(((word_ >> 48) << 3) | (word_ & kLowMask)); }
     // Takes a reference to `node`; `depth` must be <= kDeepDepth.
     static PackedEntry pack(const NodeRef& node, std::uint32_t depth);
+    // Packs `node` without taking a reference: the caller hands over one it took (NodeRef::acquire_many).
+    static PackedEntry adopt(RadixNode* node, std::uint32_t depth);
     void release();  // drops the reference; empty afterwards
+    // Empties the entry and hands its reference to the caller (who drops it, e.g. via ReleaseRun).
+    RadixNode* take() { return reinterpret_cast<RadixNode*>(std::exchange(word_, 0) & kPointerMask); }
     void set_depth_bits(std::uint32_t depth) {
       word_ = (word_ & kPointerMask) | (std::uint64_t{depth >> 3} << 48) | (depth & kLowMask);
     }
@@ -111,7 +122,34 @@ class WorkerLookup {
   };
   static_assert(sizeof(Bucket) == 16);
 
+  // References handed over by take(), dropped together while they name the same node.
+  class ReleaseRun {
+   public:
+    ReleaseRun() = default;
+    ReleaseRun(const ReleaseRun&) = delete;
+    ReleaseRun& operator=(const ReleaseRun&) = delete;
+    ~ReleaseRun() { flush(); }
+    void add(RadixNode* node) {
+      if (node != node_) flush();
+      node_ = node;
+      ++count_;
+    }
+    void flush() {
+      if (count_ > 0) NodeRef::release_many(node_, count_);
+      node_ = nullptr;
+      count_ = 0;
+    }
+
+   private:
+    RadixNode* node_ = nullptr;
+    std::uint32_t count_ = 0;
+  };
+
   const Bucket* bucket_of(ExternalSequenceBlockHash hash) const;  // null when absent
+  bool erase(ExternalSequenceBlockHash hash, ReleaseRun& released);
+  Bucket& bucket_for_insert(ExternalSequenceBlockHash hash);  // the key's bucket, claimed if it was free
+  // The depth bits to pack for `key` at `depth`, keeping the side map of deep depths in step.
+  std::uint32_t depth_bits_for(std::uint64_t key, std::uint32_t depth);
   const LookupEntry& entry_of(const Bucket& bucket) const;
   void assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth);
   void release_all();

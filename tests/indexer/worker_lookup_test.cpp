@@ -3,6 +3,7 @@
 // to its node through inserts, re-assignments, rehashes, erases, moves and clear.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <vector>
 
 #include "libindexer/tree/worker_lookup.h"
@@ -86,5 +87,47 @@ TEST_CASE("worker_lookup_entries_own_one_node_reference_each") {
     CHECK(refs(a) == 2);
   }
   CHECK(refs(a) == 1);  // the destructor dropped the last entry's reference
+  CHECK(refs(b) == 1);
+}
+
+TEST_CASE("worker_lookup_runs_take_and_drop_node_references_in_one_step_each") {
+  const NodeRef a = make_node();
+  const NodeRef b = make_node();
+  auto refs = [](const NodeRef& n) { return RadixTreeTestPeer::refs(*n); };
+  auto blocks = [](std::uint64_t first, std::uint64_t count) {
+    std::vector<StoredBlock> out;
+    for (std::uint64_t i = 0; i < count; ++i) {
+      out.push_back(StoredBlock{ExternalSequenceBlockHash{first + i}, LocalBlockHash{i}, std::nullopt});
+    }
+    return out;
+  };
+  {
+    WorkerLookup lookup;
+    // Deep enough that part of the run keeps its depths in the side map; enough to rehash.
+    lookup.insert_run(blocks(0, 300), a, 0x7FFFF - 100);
+    CHECK(refs(a) == 1 + 300);
+    CHECK(lookup.peek(ExternalSequenceBlockHash{150})->depth == 0x7FFFF + 50);
+    CHECK(lookup.peek(ExternalSequenceBlockHash{150})->node == a.get());
+    // Re-stored on the same node (depths move): no new reference; on another node: moved over.
+    lookup.insert_run(blocks(0, 100), a, 5);
+    CHECK(refs(a) == 1 + 300);
+    CHECK(lookup.peek(ExternalSequenceBlockHash{10})->depth == 15);
+    lookup.insert_run(blocks(50, 100), b, 1);  // 50 of a's entries move to b, 50 new
+    CHECK(refs(a) == 1 + 200);
+    CHECK(refs(b) == 1 + 100);
+    CHECK(lookup.size() == 300);
+    // forget_all drops entries of both nodes and skips unknown hashes and repeats.
+    std::vector<ExternalSequenceBlockHash> names;
+    for (std::uint64_t i = 40; i < 160; ++i) names.push_back(ExternalSequenceBlockHash{i});
+    names.push_back(ExternalSequenceBlockHash{45});
+    names.push_back(ExternalSequenceBlockHash{9999});
+    lookup.forget_all(names);
+    CHECK(refs(a) == 1 + 200 - 20);  // 40-49 and 150-159
+    CHECK(refs(b) == 1 + 100 - 100);
+    CHECK(lookup.size() == 300 - 120);
+    CHECK_FALSE(lookup.peek(ExternalSequenceBlockHash{100}).has_value());
+    CHECK(lookup.peek(ExternalSequenceBlockHash{39})->node == a.get());
+  }
+  CHECK(refs(a) == 1);
   CHECK(refs(b) == 1);
 }
