@@ -26,6 +26,20 @@ namespace kvidx::bench {
 namespace {
 
 // Applies all of `churn` in batches (a flush per batch keeps the queues short), publishing progress.
+// Stores each part of the index's counted bytes per holding as "counted_<part><suffix>", and
+// their sum as "counted_total<suffix>" (nothing for an index without the accounting).
+void record_memory_parts(Engine& engine, std::uint64_t holdings, const std::string& suffix, Figures& f) {
+  const auto parts = engine.memory_parts();
+  if (parts.empty() || holdings == 0) return;
+  double total = 0;
+  for (const auto& [part, bytes] : parts) {
+    const double per_holding = static_cast<double>(bytes) / static_cast<double>(holdings);
+    f.values["counted_" + part + suffix] = per_holding;
+    total += per_holding;
+  }
+  f.values["counted_total" + suffix] = total;
+}
+
 void writer_loop(Engine& engine, const std::vector<RouterEvent>& churn, std::atomic<std::size_t>& applied) {
   constexpr std::size_t kBatch = 1024;
   std::size_t i = 0;
@@ -129,6 +143,7 @@ int run_synthetic(const SyntheticArgs& args) {
     f.values["bytes_per_holding"] = grown / static_cast<double>(workload.holdings);
     f.values["bytes_per_distinct"] = grown / static_cast<double>(workload.distinct_blocks);
     f.values["rejected"] = static_cast<double>(engine->rejected());
+    record_memory_parts(*engine, workload.holdings, "", f);
     std::fprintf(stderr, "[%s] apply %zu lanes: %.2f s, RSS +%.0f MiB, rejected %zu\n", name.c_str(), args.lanes, s,
                  f.values["rss_mib"], engine->rejected());
 
@@ -219,6 +234,7 @@ int run_synthetic(const SyntheticArgs& args) {
       const double bytes = static_cast<double>(rss_bytes()) - static_cast<double>(before);
       f.values["bytes_per_holding_per_engine"] = bytes / static_cast<double>(per_engine_workload.holdings);
       f.values["rejected_per_engine"] = static_cast<double>(per_engine->rejected());
+      record_memory_parts(*per_engine, per_engine_workload.holdings, "_per_engine", f);
       std::fprintf(stderr, "[%s] per-engine hashes: apply %.2f s, RSS +%.0f MiB, rejected %zu\n", name.c_str(), secs,
                    bytes / (1024.0 * 1024.0), per_engine->rejected());
     }
@@ -269,6 +285,25 @@ int run_synthetic(const SyntheticArgs& args) {
   row(fmt::format("mixed events+requests ({} lanes, {} readers)", args.lanes, args.readers), "ops/s", true,
       "mixed_ops");
   row("mixed: find_matches p99", "µs", false, "mixed_p99");
+  // Where kvidx's bytes go, counted from its structures (no baseline has this accounting).
+  for (const auto& [kind, f] : results) {
+    if (kind != EngineKind::kvidx) continue;
+    for (const char* fleet : {"", "_per_engine"}) {
+      for (const auto& [key, value] : f.values) {
+        const std::string prefix = "counted_";
+        if (key.rfind(prefix, 0) != 0 || !key.ends_with(fleet) || (*fleet == '\0' && key.ends_with("_per_engine"))) {
+          continue;
+        }
+        const std::string part = key.substr(prefix.size(), key.size() - prefix.size() - std::string(fleet).size());
+        report.add(Row{fmt::format("memory per (block, worker) held, counted: {}{}", part,
+                                   *fleet == '\0' ? "" : ", hashes per engine"),
+                       "bytes",
+                       false,
+                       value,
+                       {}});
+      }
+    }
+  }
   row("snapshot dump (largest tree)", "s", false, "dump_s");
   row("snapshot restore (largest tree)", "s", false, "restore_s");
   std::printf("\n");

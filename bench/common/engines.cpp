@@ -35,6 +35,11 @@ class KvidxEngine final : public Engine {
     return indexer_.find_tiered_matches(query).device.scores.size();
   }
   std::vector<RouterEvent> dump() override { return indexer_.dump_events().value_or(std::vector<RouterEvent>{}); }
+  std::vector<std::pair<std::string, std::size_t>> memory_parts() override {
+    const IndexMemory m = indexer_.memory();
+    return {{"lookups", m.lookup_bytes},          {"edges", m.trees.edge_bytes}, {"coverage", m.trees.coverage_bytes},
+            {"holder names", m.trees.name_bytes}, {"nodes", m.trees.node_bytes}, {"child tables", m.trees.child_bytes}};
+  }
   std::size_t rejected() const override {
     const auto m = indexer_.metrics();
     return m.applied_total() - m.applied_with(ApplyStatus::ok);

@@ -34,6 +34,9 @@ class Engine {
   virtual std::size_t rejected() const = 0;
   // The index's own size figures for logs (kvidx: tree nodes, attached blocks); empty if none.
   virtual std::string shape() const { return {}; }
+  // Barrier, then where the index's bytes go, by part, counted from its structures (kvidx:
+  // LaneIndexer::memory); empty for an index without such accounting.
+  virtual std::vector<std::pair<std::string, std::size_t>> memory_parts() { return {}; }
 };
 
 std::unique_ptr<Engine> make_engine(EngineKind kind, std::size_t lanes);

@@ -307,6 +307,17 @@ ShardSizes LaneIndexer::shard_sizes_now() const {
   return sizes;
 }
 
+IndexMemory LaneIndexer::memory() {
+  auto completion = start_barrier(all_lanes_, LaneTask{TaskKind::measure_lookups, {}, {}, nullptr});
+  // NOTE: the status is not needed: a failed lane still arrives; its lookups are then not counted.
+  (void)finish_barrier(*completion);
+  IndexMemory out;
+  out.lookup_bytes = completion->bytes.load(std::memory_order_relaxed);
+  out.lookup_entries = completion->entries.load(std::memory_order_relaxed);
+  for_each_tree([&](StorageTier, const ConcurrentRadixTree& tree) { out.trees += tree.memory(); });
+  return out;
+}
+
 std::vector<WorkerId> LaneIndexer::get_workers() {
   (void)barrier_on(all_lanes_, TaskKind::barrier, {});
   // A worker holding blocks in any tier (one that offloaded everything is still a worker).
@@ -417,6 +428,21 @@ void LaneIndexer::run_task(Lane& lane, LaneTask& task) {
       return;
     case TaskKind::observe_drop: lane.observation.reset(); return;
     case TaskKind::barrier: return;
+    case TaskKind::measure_lookups: {
+      std::size_t bytes = 0;
+      std::size_t entries = 0;
+      auto count = [&](const DirectLookup& lookups) {
+        for (const auto& [stream, lookup] : lookups) {
+          bytes += lookup.chunk_bytes();
+          entries += lookup.size();
+        }
+      };
+      count(lane.lookup);
+      for (const auto& lookups : lane.lower_lookups) count(lookups);
+      task.completion->bytes.fetch_add(bytes, std::memory_order_relaxed);
+      task.completion->entries.fetch_add(entries, std::memory_order_relaxed);
+      return;
+    }
     case TaskKind::remove_worker: {
       std::vector<WorkerWithDpRank> owned;
       for (const auto& [stream, lookup] : lane.lookup) {

@@ -94,6 +94,15 @@ struct ShardSizes {
   std::array<std::size_t, kStorageTierCount> nodes_by_tier{};
 };
 
+// Where the index's bytes go (memory_accounting.h): every tier's tree and the lanes' lookups.
+struct IndexMemory {
+  TreeMemory trees;
+  std::size_t lookup_bytes = 0;  // per-stream lookups (external hash -> node, depth), dropped marks
+  std::size_t lookup_entries = 0;
+
+  std::size_t total() const { return trees.total() + lookup_bytes; }
+};
+
 struct ApproximateModeMetrics {
   bool enabled = false;
   std::uint64_t decisions_recorded = 0;     // process_routing_decision calls that were recorded
@@ -188,6 +197,9 @@ class LaneIndexer {
   // was enqueued before the call, so the answer covers every such event (a failed lane still
   // completes the barrier; the counts are then those of what was applied).
   ShardSizes shard_sizes();
+  // A barrier, then the bytes of the trees and of every lane's lookups (the lanes count their own).
+  // Walks every node: for benches, tests and operators' one-off questions, not for scrapes.
+  IndexMemory memory();
   std::vector<WorkerId> get_workers();  // sorted, workers holding at least one block
   // The counts as they stand, without waiting for the lanes (metrics gauges, scraped often).
   ShardSizes shard_sizes_now() const;
@@ -227,6 +239,10 @@ class LaneIndexer {
     void arrive(bool lane_healthy);
     bool wait();  // true if every lane was healthy
 
+    // What the lanes of a measuring barrier add up (read after wait()).
+    std::atomic<std::size_t> bytes{0};
+    std::atomic<std::size_t> entries{0};
+
    private:
     std::mutex mutex_;
     std::condition_variable done_;
@@ -239,6 +255,7 @@ class LaneIndexer {
     synthetic_event,  // produced by the pruner
     observed_event,
     barrier,
+    measure_lookups,  // a barrier that adds the lane's lookup bytes to its completion
     remove_worker,
     remove_stream,
     cleanup,

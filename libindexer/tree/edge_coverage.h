@@ -32,6 +32,8 @@ class EdgeCoverage {
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   std::span<const CoverageEntry> entries() const { return {data(), size_}; }
+  // Bytes of the spilled array (0 while the entries fit inline).
+  std::size_t heap_bytes() const { return heap_ ? capacity_ * sizeof(CoverageEntry) : 0; }
 
   // Blocks `slot` holds on this edge; 0 when it holds none.
   std::uint32_t covered(WorkerSlot slot) const;

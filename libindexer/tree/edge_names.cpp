@@ -3,7 +3,17 @@
 #include <algorithm>
 #include <utility>
 
+#include "libindexer/tree/memory_accounting.h"
+
 namespace kvidx {
+
+std::size_t HolderNames::chunk_bytes() const {
+  if (!entries_) return 0;
+  std::size_t bytes = malloc_chunk_bytes(sizeof(*entries_)) + malloc_chunk_bytes(entries_->capacity() * sizeof(Entry));
+  for (const auto& entry : *entries_)
+    bytes += malloc_chunk_bytes(entry.hashes.capacity() * sizeof(ExternalSequenceBlockHash));
+  return bytes;
+}
 
 HolderNames::Entry* HolderNames::find(WorkerSlot slot) const {
   if (!entries_) return nullptr;

@@ -57,6 +57,8 @@ class HolderNames {
   void append(HolderNames child, std::uint32_t offset, std::span<const EdgeBlock> edge);
 
   bool empty() const { return !entries_; }
+  // Heap bytes of the names, as malloc chunks (memory_accounting.h).
+  std::size_t chunk_bytes() const;
   std::size_t slots_named() const { return entries_ ? entries_->size() : 0; }
 
  private:

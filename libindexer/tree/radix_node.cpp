@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "libindexer/tree/memory_accounting.h"
+
 namespace kvidx {
 
 std::ptrdiff_t ChildTable::position(LocalBlockHash key) const {
@@ -56,6 +58,13 @@ NodeRef ChildTable::erase(LocalBlockHash key) {
   entries_.pop_back();
   if (indexed && entries_.size() <= kLinearLimit) index_.clear();
   return removed;
+}
+
+std::size_t ChildTable::chunk_bytes() const {
+  return malloc_chunk_bytes(entries_.capacity() * sizeof(entries_[0])) +
+         (index_.empty() ? 0
+                         : hash_table_chunk_bytes(index_.size(), index_.bucket_count(),
+                                                  sizeof(std::pair<LocalBlockHash, std::uint32_t>)));
 }
 
 std::vector<std::pair<LocalBlockHash, NodeRef>> ChildTable::take_all() {

@@ -73,6 +73,8 @@ class ChildTable {
   bool empty() const { return entries_.empty(); }
   const std::vector<std::pair<LocalBlockHash, NodeRef>>& entries() const { return entries_; }
   std::vector<std::pair<LocalBlockHash, NodeRef>> take_all();
+  // Heap bytes of the table, as malloc chunks (memory_accounting.h).
+  std::size_t chunk_bytes() const;
 
  private:
   static constexpr std::size_t kLinearLimit = 8;

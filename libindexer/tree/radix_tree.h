@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "libindexer/protocol.h"
+#include "libindexer/tree/memory_accounting.h"
 #include "libindexer/tree/radix_node.h"
 #include "libindexer/tree/worker_lookup.h"
 #include "libindexer/tree/worker_registry.h"
@@ -120,6 +121,9 @@ class ConcurrentRadixTree {
   // some stream or is one of these, so nodes <= held blocks + this + 1 (the root).
   std::size_t dead_block_estimate() const { return dead_blocks_estimate_.load(std::memory_order_relaxed); }
   std::vector<std::size_t> node_edge_lengths() const;
+  // Bytes of every attached node and what it owns (tree_memory.cpp); the lanes' lookups are counted
+  // by LaneIndexer::memory.
+  TreeMemory memory() const;
   std::size_t block_count(WorkerWithDpRank stream) const;
   // (stream, blocks) for every stream that holds at least one block.
   std::vector<std::pair<WorkerWithDpRank, std::size_t>> stream_block_counts() const;

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "libindexer/tree/memory_accounting.h"
+
 namespace kvidx {
 
 static_assert(sizeof(void*) == 8, "WorkerLookup packs a depth into a 64-bit pointer");
@@ -206,6 +208,15 @@ bool WorkerLookup::erase(ExternalSequenceBlockHash hash, ReleaseRun& released) {
   }
   --size_;
   return true;
+}
+
+std::size_t WorkerLookup::chunk_bytes() const {
+  return malloc_chunk_bytes(buckets_.capacity() * sizeof(Bucket)) +
+         (dropped_.empty() ? 0
+                           : hash_table_chunk_bytes(dropped_.size(), dropped_.bucket_count(), sizeof(std::uint64_t))) +
+         (deep_depths_.empty() ? 0
+                               : hash_table_chunk_bytes(deep_depths_.size(), deep_depths_.bucket_count(),
+                                                        sizeof(std::pair<std::uint64_t, std::uint32_t>)));
 }
 
 void WorkerLookup::clear() {

@@ -71,6 +71,8 @@ class WorkerLookup {
   // forget() of each hash; the references of entries of one node are dropped in one step.
   void forget_all(std::span<const ExternalSequenceBlockHash> hashes);
   std::size_t dropped_size() const { return dropped_.size(); }
+  // Heap bytes of the buckets, dropped marks and deep depths, as malloc chunks (memory_accounting.h).
+  std::size_t chunk_bytes() const;
 
   template <typename Visit>  // Visit(ExternalSequenceBlockHash, const LookupEntry&)
   void for_each(Visit&& visit) const {
