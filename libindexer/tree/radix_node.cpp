@@ -2,15 +2,25 @@
 
 #include <algorithm>
 #include <mutex>
+#include <utility>
 
 #include "libindexer/tree/memory_accounting.h"
 
 namespace kvidx {
 
+std::size_t ChildTable::home(LocalBlockHash key) const {
+  // Fibonacci hashing: local hashes from tests and some engines are small or sequential numbers.
+  return static_cast<std::size_t>((key.value * 0x9E3779B97F4A7C15ULL) >> index_shift_);
+}
+
 std::ptrdiff_t ChildTable::position(LocalBlockHash key) const {
-  if (entries_.size() > kLinearLimit) {
-    auto it = index_.find(key);
-    return it == index_.end() ? -1 : static_cast<std::ptrdiff_t>(it->second);
+  if (!index_.empty()) {
+    const std::size_t mask = index_.size() - 1;
+    for (std::size_t i = home(key);; i = (i + 1) & mask) {
+      const std::uint32_t slot = index_[i];
+      if (slot == 0) return -1;
+      if (entries_[slot - 1].first == key) return static_cast<std::ptrdiff_t>(slot - 1);
+    }
   }
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     if (entries_[i].first == key) return static_cast<std::ptrdiff_t>(i);
@@ -28,19 +38,45 @@ const NodeRef* ChildTable::find_ref(LocalBlockHash key) const {
   return i < 0 ? nullptr : &entries_[static_cast<std::size_t>(i)].second;
 }
 
+void ChildTable::index_put(std::uint32_t position) {
+  const std::size_t mask = index_.size() - 1;
+  std::size_t i = home(entries_[position].first);
+  while (index_[i] != 0) i = (i + 1) & mask;
+  index_[i] = position + 1;
+}
+
+std::size_t ChildTable::slot_of(LocalBlockHash key) const {
+  const std::size_t mask = index_.size() - 1;
+  std::size_t i = home(key);
+  while (entries_[index_[i] - 1].first != key) i = (i + 1) & mask;  // NOTE: key present: never a free slot
+  return i;
+}
+
 void ChildTable::rebuild_index() {
   index_.clear();
-  if (entries_.size() <= kLinearLimit) return;
-  index_.reserve(entries_.size() * 2);
-  for (std::size_t i = 0; i < entries_.size(); ++i) index_.emplace(entries_[i].first, static_cast<std::uint32_t>(i));
+  if (entries_.size() <= kLinearLimit) {
+    index_.shrink_to_fit();
+    return;
+  }
+  // At most a quarter full after a rebuild, so it grows again only at half (see insert).
+  std::size_t size = 16;
+  std::uint32_t bits = 4;
+  while (size < entries_.size() * 4) {
+    size *= 2;
+    ++bits;
+  }
+  index_.assign(size, 0);
+  index_shift_ = 64 - bits;
+  for (std::size_t i = 0; i < entries_.size(); ++i) index_put(static_cast<std::uint32_t>(i));
 }
 
 void ChildTable::insert(LocalBlockHash key, NodeRef child) {
   entries_.emplace_back(key, std::move(child));
-  if (entries_.size() == kLinearLimit + 1) {
+  if (entries_.size() <= kLinearLimit) return;
+  if (index_.empty() || entries_.size() * 2 > index_.size()) {
     rebuild_index();
-  } else if (entries_.size() > kLinearLimit) {
-    index_.emplace(key, static_cast<std::uint32_t>(entries_.size() - 1));
+  } else {
+    index_put(static_cast<std::uint32_t>(entries_.size() - 1));
   }
 }
 
@@ -49,26 +85,39 @@ NodeRef ChildTable::erase(LocalBlockHash key) {
   if (i < 0) return {};
   const auto at = static_cast<std::size_t>(i);
   NodeRef removed = std::move(entries_[at].second);
-  const bool indexed = entries_.size() > kLinearLimit;
-  if (indexed) index_.erase(key);
-  if (at + 1 != entries_.size()) {
-    entries_[at] = std::move(entries_.back());
-    if (indexed) index_[entries_[at].first] = static_cast<std::uint32_t>(at);
+  if (!index_.empty()) {
+    // Backward-shift deletion (as in WorkerLookup): no tombstones.
+    const std::size_t mask = index_.size() - 1;
+    std::size_t hole = slot_of(key);
+    index_[hole] = 0;
+    for (std::size_t j = (hole + 1) & mask; index_[j] != 0; j = (j + 1) & mask) {
+      const std::size_t want = home(entries_[index_[j] - 1].first);
+      const bool home_after_hole = hole <= j ? (want > hole && want <= j) : (want > hole || want <= j);
+      if (!home_after_hole) {
+        index_[hole] = index_[j];
+        index_[j] = 0;
+        hole = j;
+      }
+    }
+  }
+  const std::size_t last = entries_.size() - 1;
+  if (at != last) {
+    // The last entry fills the gap; its slot follows it.
+    if (!index_.empty()) index_[slot_of(entries_[last].first)] = static_cast<std::uint32_t>(at + 1);
+    entries_[at] = std::move(entries_[last]);
   }
   entries_.pop_back();
-  if (indexed && entries_.size() <= kLinearLimit) index_.clear();
+  if (!index_.empty() && entries_.size() <= kLinearLimit) rebuild_index();
   return removed;
 }
 
 std::size_t ChildTable::chunk_bytes() const {
   return malloc_chunk_bytes(entries_.capacity() * sizeof(entries_[0])) +
-         (index_.empty() ? 0
-                         : hash_table_chunk_bytes(index_.size(), index_.bucket_count(),
-                                                  sizeof(std::pair<LocalBlockHash, std::uint32_t>)));
+         malloc_chunk_bytes(index_.capacity() * sizeof(std::uint32_t));
 }
 
 std::vector<std::pair<LocalBlockHash, NodeRef>> ChildTable::take_all() {
-  index_.clear();
+  index_ = {};
   return std::exchange(entries_, {});
 }
 

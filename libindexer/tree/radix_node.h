@@ -13,7 +13,6 @@
 #include <optional>
 #include <shared_mutex>
 #include <span>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -62,7 +61,8 @@ class NodeRef {
 };
 
 // Children keyed by first local hash: a short vector scanned linearly, plus a hash index once the
-// fan-out grows (the root and popular prefixes).
+// fan-out grows (the root and popular prefixes). The index is open addressing over positions in
+// the vector, so a lookup on a wide node reads one slot, then the entry: no per-child allocation.
 class ChildTable {
  public:
   RadixNode* find(LocalBlockHash key) const;
@@ -80,9 +80,15 @@ class ChildTable {
   static constexpr std::size_t kLinearLimit = 8;
   std::ptrdiff_t position(LocalBlockHash key) const;
   void rebuild_index();
+  std::size_t home(LocalBlockHash key) const;
+  std::size_t slot_of(LocalBlockHash key) const;  // the index slot naming `key` (present)
+  void index_put(std::uint32_t position);
 
   std::vector<std::pair<LocalBlockHash, NodeRef>> entries_;
-  std::unordered_map<LocalBlockHash, std::uint32_t> index_;  // used once size() > kLinearLimit
+  // Used once size() > kLinearLimit: a power-of-two table of positions in entries_ plus one (0:
+  // free), linear probing, at most half full. Empty otherwise.
+  std::vector<std::uint32_t> index_;
+  std::uint32_t index_shift_ = 64;  // 64 - log2(index_.size())
 };
 
 // Result of reading an edge against the start of a Stored chain under a shared lock.
