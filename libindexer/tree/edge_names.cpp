@@ -9,7 +9,9 @@ namespace kvidx {
 
 std::size_t HolderNames::chunk_bytes() const {
   if (!entries_) return 0;
-  std::size_t bytes = malloc_chunk_bytes(sizeof(*entries_)) + malloc_chunk_bytes(entries_->capacity() * sizeof(Entry));
+  // The vector object (its own allocation), its array, then each holder's names.
+  std::size_t bytes =
+      malloc_chunk_bytes(sizeof(std::vector<Entry>)) + malloc_chunk_bytes(entries_->capacity() * sizeof(Entry));
   for (const auto& entry : *entries_)
     bytes += malloc_chunk_bytes(entry.hashes.capacity() * sizeof(ExternalSequenceBlockHash));
   return bytes;
