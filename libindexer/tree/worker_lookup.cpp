@@ -85,14 +85,13 @@ std::uint32_t WorkerLookup::depth_bits_for(std::uint64_t key, std::uint32_t dept
   return depth;
 }
 
-void WorkerLookup::assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth) {
-  const std::uint32_t bits = depth_bits_for(bucket.key, depth);
+void WorkerLookup::assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth_bits) {
   if (!bucket.entry.empty() && bucket.entry.node() == node.get()) {
-    bucket.entry.set_depth_bits(bits);  // same node: no reference-count traffic
+    bucket.entry.set_depth_bits(depth_bits);  // same node: no reference-count traffic
     return;
   }
   bucket.entry.release();
-  bucket.entry = PackedEntry::pack(node, bits);
+  bucket.entry = PackedEntry::pack(node, depth_bits);
 }
 
 const WorkerLookup::Bucket* WorkerLookup::bucket_of(ExternalSequenceBlockHash hash) const {
@@ -147,26 +146,36 @@ WorkerLookup::Bucket& WorkerLookup::bucket_for_insert(ExternalSequenceBlockHash 
   }
 }
 
+// NOTE (here and in insert_run): the depth bits first, then the bucket, which is filled at once:
+// only those two steps allocate (and may throw), and neither then leaves a claimed bucket empty.
 void WorkerLookup::insert_or_assign(ExternalSequenceBlockHash hash, const NodeRef& node, std::uint32_t depth) {
-  assign(bucket_for_insert(hash), node, depth);
+  const std::uint32_t bits = depth_bits_for(hash.value, depth);
+  assign(bucket_for_insert(hash), node, bits);
 }
 
 void WorkerLookup::insert_run(std::span<const StoredBlock> blocks, const NodeRef& node, std::uint32_t first_depth) {
+  // The references the new entries own, taken in one step when the run ends, however it ends
+  // (an allocation failure part way): every entry that adopted `node` then has its reference.
+  // NOTE: the caller's `node` keeps the node alive until then.
+  struct TakeReferences {
+    RadixNode* node;
+    std::uint32_t count = 0;
+    ~TakeReferences() {
+      if (count > 0) NodeRef::acquire_many(node, count);
+    }
+  } taken{node.get()};
   ReleaseRun released;
-  std::uint32_t taken = 0;
   for (std::uint32_t i = 0; i < blocks.size(); ++i) {
+    const std::uint32_t bits = depth_bits_for(blocks[i].block_hash.value, first_depth + i);
     Bucket& bucket = bucket_for_insert(blocks[i].block_hash);
-    const std::uint32_t bits = depth_bits_for(bucket.key, first_depth + i);
     if (!bucket.entry.empty() && bucket.entry.node() == node.get()) {
       bucket.entry.set_depth_bits(bits);
       continue;
     }
     if (!bucket.entry.empty()) released.add(bucket.entry.take());
     bucket.entry = PackedEntry::adopt(node.get(), bits);
-    ++taken;
+    ++taken.count;
   }
-  // NOTE: the caller's `node` keeps the node alive until the entries' references are taken here.
-  if (taken > 0) NodeRef::acquire_many(node.get(), taken);
 }
 
 bool WorkerLookup::erase(ExternalSequenceBlockHash hash) {

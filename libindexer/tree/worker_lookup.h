@@ -63,12 +63,8 @@ class WorkerLookup {
     if (erase(hash)) dropped_.insert(hash.value);
   }
   bool was_dropped(ExternalSequenceBlockHash hash) const { return dropped_.contains(hash.value); }
-  // The stream named the block (Removed, or parent of a rejected Stored): entry and mark go.
-  void forget(ExternalSequenceBlockHash hash) {
-    erase(hash);
-    if (!dropped_.empty()) dropped_.erase(hash.value);
-  }
-  // forget() of each hash; the references of entries of one node are dropped in one step.
+  // The stream named these blocks (a Removed): entries and marks go; the references of entries of
+  // one node are dropped in one step.
   void forget_all(std::span<const ExternalSequenceBlockHash> hashes);
   std::size_t dropped_size() const { return dropped_.size(); }
   // Heap bytes of the buckets, dropped marks and deep depths, as malloc chunks (memory_accounting.h).
@@ -153,7 +149,7 @@ class WorkerLookup {
   // The depth bits to pack for `key` at `depth`, keeping the side map of deep depths in step.
   std::uint32_t depth_bits_for(std::uint64_t key, std::uint32_t depth);
   const LookupEntry& entry_of(const Bucket& bucket) const;
-  void assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth);
+  void assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth_bits);
   void release_all();
 
   static std::size_t mix(std::uint64_t key) {
