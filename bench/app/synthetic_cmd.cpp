@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdio>
 #include <map>
+#include <string_view>
 #include <thread>
 
 #include "bench/app/commands.h"
@@ -25,7 +26,6 @@
 namespace kvidx::bench {
 namespace {
 
-// Applies all of `churn` in batches (a flush per batch keeps the queues short), publishing progress.
 // Stores each part of the index's counted bytes per holding as "counted_<part><suffix>", and
 // their sum as "counted_total<suffix>" (nothing for an index without the accounting).
 void record_memory_parts(Engine& engine, std::uint64_t holdings, const std::string& suffix, Figures& f) {
@@ -40,6 +40,7 @@ void record_memory_parts(Engine& engine, std::uint64_t holdings, const std::stri
   f.values["counted_total" + suffix] = total;
 }
 
+// Applies all of `churn` in batches (a flush per batch keeps the queues short), publishing progress.
 void writer_loop(Engine& engine, const std::vector<RouterEvent>& churn, std::atomic<std::size_t>& applied) {
   constexpr std::size_t kBatch = 1024;
   std::size_t i = 0;
@@ -288,18 +289,17 @@ int run_synthetic(const SyntheticArgs& args) {
   // Where kvidx's bytes go, counted from its structures (no baseline has this accounting).
   for (const auto& [kind, f] : results) {
     if (kind != EngineKind::kvidx) continue;
-    for (const char* fleet : {"", "_per_engine"}) {
+    for (const auto* suffix : {"", "_per_engine"}) {
       for (const auto& [key, value] : f.values) {
-        const std::string prefix = "counted_";
-        if (key.rfind(prefix, 0) != 0 || !key.ends_with(fleet) || (*fleet == '\0' && key.ends_with("_per_engine"))) {
+        const std::string_view prefix = "counted_";
+        if (!key.starts_with(prefix) || key.ends_with("_per_engine") || !f.values.contains(key + suffix)) {
           continue;
         }
-        const std::string part = key.substr(prefix.size(), key.size() - prefix.size() - std::string(fleet).size());
-        report.add(Row{fmt::format("memory per (block, worker) held, counted: {}{}", part,
-                                   *fleet == '\0' ? "" : ", hashes per engine"),
+        report.add(Row{fmt::format("memory per (block, worker) held, counted: {}{}", key.substr(prefix.size()),
+                                   *suffix == '\0' ? "" : ", hashes per engine"),
                        "bytes",
                        false,
-                       value,
+                       f.values.at(key + suffix),
                        {}});
       }
     }

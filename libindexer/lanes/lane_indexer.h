@@ -198,7 +198,7 @@ class LaneIndexer {
   // completes the barrier; the counts are then those of what was applied).
   ShardSizes shard_sizes();
   // A barrier, then the bytes of the trees and of every lane's lookups (the lanes count their own).
-  // Walks every node: for benches, tests and operators' one-off questions, not for scrapes.
+  // Walks every node: for benches and tests, not for metrics scraped often.
   IndexMemory memory();
   std::vector<WorkerId> get_workers();  // sorted, workers holding at least one block
   // The counts as they stand, without waiting for the lanes (metrics gauges, scraped often).
