@@ -4,6 +4,7 @@
 #include <mutex>
 #include <utility>
 
+#include "libindexer/tree/linear_probing.h"
 #include "libindexer/tree/memory_accounting.h"
 
 namespace kvidx {
@@ -86,19 +87,15 @@ NodeRef ChildTable::erase(LocalBlockHash key) {
   const auto at = static_cast<std::size_t>(i);
   NodeRef removed = std::move(entries_[at].second);
   if (!index_.empty()) {
-    // Backward-shift deletion (as in WorkerLookup): no tombstones.
-    const std::size_t mask = index_.size() - 1;
-    std::size_t hole = slot_of(key);
+    const std::size_t hole = slot_of(key);
     index_[hole] = 0;
-    for (std::size_t j = (hole + 1) & mask; index_[j] != 0; j = (j + 1) & mask) {
-      const std::size_t want = home(entries_[index_[j] - 1].first);
-      const bool home_after_hole = hole <= j ? (want > hole && want <= j) : (want > hole || want <= j);
-      if (!home_after_hole) {
-        index_[hole] = index_[j];
-        index_[j] = 0;
-        hole = j;
-      }
-    }
+    backward_shift_after_erase(
+        hole, index_.size() - 1, [&](std::size_t j) { return index_[j] == 0; },
+        [&](std::size_t j) { return home(entries_[index_[j] - 1].first); },
+        [&](std::size_t from, std::size_t to) {
+          index_[to] = index_[from];
+          index_[from] = 0;
+        });
   }
   const std::size_t last = entries_.size() - 1;
   if (at != last) {

@@ -199,6 +199,20 @@ class ConcurrentRadixTree {
   std::size_t merge_only_children_locked(const NodeRef& parent);
   static std::int64_t steady_now_ns();  // the cleanup clock
 
+  // Calls visit(const RadixNode&) for every attached node, the root included, each under its
+  // shared lock (top-down, one node at a time; safe while writers run).
+  template <typename Visit>
+  void for_each_node(Visit&& visit) const {
+    std::vector<NodeRef> stack{root_};
+    while (!stack.empty()) {
+      NodeRef node = std::move(stack.back());
+      stack.pop_back();
+      SharedLock lock(node->mutex_);
+      visit(static_cast<const RadixNode&>(*node));
+      for (const auto& [key, child] : node->children_.entries()) stack.push_back(child);
+    }
+  }
+
   NodeRef root_;
   WorkerRegistry registry_;
   // Held shared by dump_events for its whole walk; a merge try-locks it exclusively (see above).

@@ -94,14 +94,9 @@ std::vector<RouterEvent> ConcurrentRadixTree::dump_events() const {
 
 std::vector<std::size_t> ConcurrentRadixTree::node_edge_lengths() const {
   std::vector<std::size_t> lengths;
-  std::vector<NodeRef> stack{root_};
-  while (!stack.empty()) {
-    NodeRef node = std::move(stack.back());
-    stack.pop_back();
-    SharedLock lock(node->mutex_);
-    if (node != root_) lengths.push_back(node->edge_.size());
-    for (const auto& [key, child] : node->children_.entries()) stack.push_back(child);
-  }
+  for_each_node([&](const RadixNode& node) {
+    if (&node != root_.get()) lengths.push_back(node.edge_.size());
+  });
   std::sort(lengths.begin(), lengths.end());
   return lengths;
 }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "libindexer/tree/linear_probing.h"
 #include "libindexer/tree/memory_accounting.h"
 
 namespace kvidx {
@@ -68,11 +69,14 @@ void WorkerLookup::release_all() {
   found_ = LookupEntry{};
 }
 
+std::uint32_t WorkerLookup::depth_of(const Bucket& bucket) const {
+  const std::uint32_t bits = bucket.entry.depth_bits();
+  return bits == PackedEntry::kDeepDepth ? deep_depths_.at(bucket.key) : bits;
+}
+
 const LookupEntry& WorkerLookup::entry_of(const Bucket& bucket) const {
-  std::uint32_t depth = bucket.entry.depth_bits();
-  if (depth == PackedEntry::kDeepDepth) depth = deep_depths_.at(bucket.key);
   found_.node = NodeRef(bucket.entry.node());
-  found_.depth = depth;
+  found_.depth = depth_of(bucket);
   return found_;
 }
 
@@ -112,9 +116,7 @@ const LookupEntry* WorkerLookup::find(ExternalSequenceBlockHash hash) const {
 std::optional<WorkerLookup::Peeked> WorkerLookup::peek(ExternalSequenceBlockHash hash) const {
   const Bucket* bucket = bucket_of(hash);
   if (bucket == nullptr) return std::nullopt;
-  std::uint32_t depth = bucket->entry.depth_bits();
-  if (depth == PackedEntry::kDeepDepth) depth = deep_depths_.at(bucket->key);
-  return Peeked{bucket->entry.node(), depth};
+  return Peeked{bucket->entry.node(), depth_of(*bucket)};
 }
 
 void WorkerLookup::rehash(std::size_t new_capacity) {
@@ -202,19 +204,14 @@ bool WorkerLookup::erase(ExternalSequenceBlockHash hash, ReleaseRun& released) {
   }
   released.add(buckets_[i].entry.take());
   if (!deep_depths_.empty()) deep_depths_.erase(hash.value);
-  // Backward-shift deletion: pull later entries of the probe run into the hole so lookups never
-  // need tombstones (buckets move as raw words, their references with them).
-  std::size_t hole = i;
-  for (std::size_t j = (i + 1) & mask; !buckets_[j].entry.empty(); j = (j + 1) & mask) {
-    const std::size_t want = home(buckets_[j].key);
-    // Move j into the hole unless its home lies cyclically in (hole, j].
-    const bool home_after_hole = hole <= j ? (want > hole && want <= j) : (want > hole || want <= j);
-    if (!home_after_hole) {
-      buckets_[hole] = buckets_[j];
-      buckets_[j] = Bucket{};
-      hole = j;
-    }
-  }
+  // NOTE: buckets move as raw words, their references with them.
+  backward_shift_after_erase(
+      i, mask, [&](std::size_t j) { return buckets_[j].entry.empty(); },
+      [&](std::size_t j) { return home(buckets_[j].key); },
+      [&](std::size_t from, std::size_t to) {
+        buckets_[to] = buckets_[from];
+        buckets_[from] = Bucket{};
+      });
   --size_;
   return true;
 }

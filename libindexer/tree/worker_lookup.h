@@ -148,6 +148,7 @@ class WorkerLookup {
   Bucket& bucket_for_insert(ExternalSequenceBlockHash hash);  // the key's bucket, claimed if it was free
   // The depth bits to pack for `key` at `depth`, keeping the side map of deep depths in step.
   std::uint32_t depth_bits_for(std::uint64_t key, std::uint32_t depth);
+  std::uint32_t depth_of(const Bucket& bucket) const;  // from the packed bits or the side map
   const LookupEntry& entry_of(const Bucket& bucket) const;
   void assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth_bits);
   void release_all();
