@@ -26,6 +26,7 @@ struct RemovalTarget {
 
 ApplyResult ConcurrentRadixTree::apply_removed(WorkerLookup& lookup, WorkerSlot slot,
                                                std::span<const ExternalSequenceBlockHash> hashes, const NodeRef& hint) {
+  lookup.prefetch(hashes);
   std::vector<RemovalTarget> targets;
   targets.reserve(hashes.size());
   std::size_t unknown = 0;
@@ -122,7 +123,11 @@ void ConcurrentRadixTree::cut_locked(WorkerLookup* lookup, WorkerSlot slot, Lock
   const std::uint32_t before = n.coverage_.covered(slot);
   if (before <= position) return;
   if (lookup != nullptr) {
-    // NOTE: before the coverage shrinks: the names of the blocks it drops go with it.
+    // NOTE: before the coverage shrinks: the names of the blocks it drops go with it. The
+    // buckets are fetched together first (each is a cache miss of its own).
+    for (std::uint32_t i = position; i < before && i < position + WorkerLookup::kPrefetchLimit; ++i) {
+      lookup->prefetch(n.name_of(slot, i));
+    }
     for (std::uint32_t i = position; i < before; ++i) lookup->scrub_dropped(n.name_of(slot, i));
   }
   n.set_coverage(slot, position);
@@ -167,11 +172,8 @@ void ConcurrentRadixTree::drop_from_subtrees(WorkerSlot slot, std::vector<NodeRe
 }
 
 void ConcurrentRadixTree::drop_stream(WorkerLookup& lookup, WorkerSlot slot) {
-  std::vector<NodeRef> nodes;
-  nodes.reserve(lookup.size());
-  lookup.for_each([&](ExternalSequenceBlockHash, const LookupEntry& entry) { nodes.push_back(entry.node); });
-  std::sort(nodes.begin(), nodes.end(), [](const NodeRef& a, const NodeRef& b) { return a.get() < b.get(); });
-  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  // The lookup is emptied first (entries and marks); each node its entries led to comes back once.
+  std::vector<NodeRef> nodes = lookup.take_nodes();
   for (auto& node : nodes) {
     ExclusiveLock lock(node->mutex_);
     while (node->detached_ && node->merged_into_) {
@@ -185,7 +187,6 @@ void ConcurrentRadixTree::drop_stream(WorkerLookup& lookup, WorkerSlot slot) {
     LockedBlock at{std::move(node), std::move(lock), 0};
     cut_locked(nullptr, slot, at);
   }
-  lookup.clear();
   // Every held block has an entry leading to it, so this is a safety net, not the common path.
   if (registry_.block_count(slot) != 0) sweep_slots({slot});
 }

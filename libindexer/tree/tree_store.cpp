@@ -11,6 +11,7 @@
 namespace kvidx {
 
 ApplyResult ConcurrentRadixTree::apply_stored(WorkerLookup& lookup, WorkerSlot slot, const KvCacheStoreData& data) {
+  lookup.prefetch(data.blocks);  // the buckets the blocks' entries go into, loaded during the walk
   if (!data.parent_hash) return store_from_root(lookup, slot, data.blocks);
   const LookupEntry* entry = lookup.find(*data.parent_hash);
   // NOTE: a rejected Stored changes nothing, not even the lookup: a dropped mark or stale entry of

@@ -1,5 +1,6 @@
 #include "libindexer/tree/worker_lookup.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -31,7 +32,10 @@ WorkerLookup::PackedEntry WorkerLookup::PackedEntry::pack(const NodeRef& node, s
 }
 
 void WorkerLookup::PackedEntry::release() {
-  if (word_ == 0) return;
+  if (!holds()) {
+    word_ = 0;  // free already, or a mark (which owns no reference)
+    return;
+  }
   const NodeRef owned = NodeRef::adopt(node());  // drops the packed reference when it goes out of scope
   word_ = 0;
 }
@@ -40,9 +44,9 @@ WorkerLookup::WorkerLookup(WorkerLookup&& other) noexcept
     : slot(other.slot),
       buckets_(std::move(other.buckets_)),
       size_(std::exchange(other.size_, 0)),
+      marks_(std::exchange(other.marks_, 0)),
       deep_depths_(std::move(other.deep_depths_)),
-      found_(std::exchange(other.found_, LookupEntry{})),
-      dropped_(std::move(other.dropped_)) {
+      found_(std::exchange(other.found_, LookupEntry{})) {
   other.buckets_.clear();
 }
 
@@ -53,7 +57,7 @@ WorkerLookup& WorkerLookup::operator=(WorkerLookup&& other) noexcept {
   buckets_ = std::move(other.buckets_);
   other.buckets_.clear();
   size_ = std::exchange(other.size_, 0);
-  dropped_ = std::move(other.dropped_);
+  marks_ = std::exchange(other.marks_, 0);
   deep_depths_ = std::move(other.deep_depths_);
   found_ = std::exchange(other.found_, LookupEntry{});
   return *this;
@@ -62,9 +66,10 @@ WorkerLookup& WorkerLookup::operator=(WorkerLookup&& other) noexcept {
 WorkerLookup::~WorkerLookup() { release_all(); }
 
 void WorkerLookup::release_all() {
+  // NOTE: the buckets stay allocated and free: a stream that clears usually stores again at once.
   for (auto& bucket : buckets_) bucket.entry.release();
-  buckets_.clear();
   size_ = 0;
+  marks_ = 0;
   deep_depths_.clear();
   found_ = LookupEntry{};
 }
@@ -99,7 +104,7 @@ void WorkerLookup::assign(Bucket& bucket, const NodeRef& node, std::uint32_t dep
 }
 
 const WorkerLookup::Bucket* WorkerLookup::bucket_of(ExternalSequenceBlockHash hash) const {
-  if (size_ == 0) return nullptr;
+  if (size_ + marks_ == 0) return nullptr;
   const std::size_t mask = buckets_.size() - 1;
   for (std::size_t i = home(hash.value);; i = (i + 1) & mask) {
     const Bucket& bucket = buckets_[i];
@@ -110,17 +115,17 @@ const WorkerLookup::Bucket* WorkerLookup::bucket_of(ExternalSequenceBlockHash ha
 
 const LookupEntry* WorkerLookup::find(ExternalSequenceBlockHash hash) const {
   const Bucket* bucket = bucket_of(hash);
-  return bucket == nullptr ? nullptr : &entry_of(*bucket);
+  return bucket == nullptr || !bucket->entry.holds() ? nullptr : &entry_of(*bucket);
 }
 
 std::optional<WorkerLookup::Peeked> WorkerLookup::peek(ExternalSequenceBlockHash hash) const {
   const Bucket* bucket = bucket_of(hash);
-  if (bucket == nullptr) return std::nullopt;
+  if (bucket == nullptr || !bucket->entry.holds()) return std::nullopt;
   return Peeked{bucket->entry.node(), depth_of(*bucket)};
 }
 
 void WorkerLookup::rehash(std::size_t new_capacity) {
-  // NOTE: buckets move as raw words: each packed reference moves with its bucket, none is dropped.
+  // NOTE: buckets move as raw words: each packed reference (and each mark) moves with its bucket.
   std::vector<Bucket> old = std::exchange(buckets_, std::vector<Bucket>(new_capacity));
   const std::size_t mask = new_capacity - 1;
   for (const auto& bucket : old) {
@@ -132,9 +137,8 @@ void WorkerLookup::rehash(std::size_t new_capacity) {
 }
 
 WorkerLookup::Bucket& WorkerLookup::bucket_for_insert(ExternalSequenceBlockHash hash) {
-  if (!dropped_.empty()) dropped_.erase(hash.value);  // stored again: held, no longer dropped
-  // Keep the load factor at or below 3/4 so probe runs stay short.
-  if ((size_ + 1) * 4 > buckets_.size() * 3) rehash(buckets_.empty() ? 16 : buckets_.size() * 2);
+  // Keep the load factor (entries and marks) at or below 3/4 so probe runs stay short.
+  if ((size_ + marks_ + 1) * 4 > buckets_.size() * 3) rehash(buckets_.empty() ? 16 : buckets_.size() * 2);
   const std::size_t mask = buckets_.size() - 1;
   for (std::size_t i = home(hash.value);; i = (i + 1) & mask) {
     Bucket& bucket = buckets_[i];
@@ -144,7 +148,15 @@ WorkerLookup::Bucket& WorkerLookup::bucket_for_insert(ExternalSequenceBlockHash 
       ++size_;
       return bucket;
     }
-    if (bucket.key == hash.value) return bucket;
+    if (bucket.key == hash.value) {
+      if (bucket.entry.is_mark()) {
+        // Stored again: held, no longer dropped. NOTE: like a claimed bucket, filled by the caller.
+        bucket.entry = PackedEntry{};
+        --marks_;
+        ++size_;
+      }
+      return bucket;
+    }
   }
 }
 
@@ -187,14 +199,21 @@ bool WorkerLookup::erase(ExternalSequenceBlockHash hash) {
 
 void WorkerLookup::forget_all(std::span<const ExternalSequenceBlockHash> hashes) {
   ReleaseRun released;
-  for (const auto hash : hashes) {
-    erase(hash, released);
-    if (!dropped_.empty()) dropped_.erase(hash.value);
-  }
+  for (const auto hash : hashes) erase(hash, released);
+}
+
+void WorkerLookup::scrub_dropped(ExternalSequenceBlockHash hash) {
+  Bucket* bucket = const_cast<Bucket*>(bucket_of(hash));  // NOTE: this lookup's own bucket
+  if (bucket == nullptr || !bucket->entry.holds()) return;
+  bucket->entry.release();
+  bucket->entry = PackedEntry::mark();
+  if (!deep_depths_.empty()) deep_depths_.erase(hash.value);
+  --size_;
+  ++marks_;
 }
 
 bool WorkerLookup::erase(ExternalSequenceBlockHash hash, ReleaseRun& released) {
-  if (size_ == 0) return false;
+  if (size_ + marks_ == 0) return false;
   const std::size_t mask = buckets_.size() - 1;
   std::size_t i = home(hash.value);
   while (true) {
@@ -202,8 +221,15 @@ bool WorkerLookup::erase(ExternalSequenceBlockHash hash, ReleaseRun& released) {
     if (buckets_[i].key == hash.value) break;
     i = (i + 1) & mask;
   }
-  released.add(buckets_[i].entry.take());
-  if (!deep_depths_.empty()) deep_depths_.erase(hash.value);
+  const bool was_entry = buckets_[i].entry.holds();
+  if (was_entry) {
+    released.add(buckets_[i].entry.take());
+    if (!deep_depths_.empty()) deep_depths_.erase(hash.value);
+    --size_;
+  } else {
+    buckets_[i].entry = PackedEntry{};  // a mark: no reference
+    --marks_;
+  }
   // NOTE: buckets move as raw words, their references with them.
   backward_shift_after_erase(
       i, mask, [&](std::size_t j) { return buckets_[j].entry.empty(); },
@@ -212,22 +238,73 @@ bool WorkerLookup::erase(ExternalSequenceBlockHash hash, ReleaseRun& released) {
         buckets_[to] = buckets_[from];
         buckets_[from] = Bucket{};
       });
-  --size_;
-  return true;
+  return was_entry;
 }
 
 std::size_t WorkerLookup::chunk_bytes() const {
   return malloc_chunk_bytes(buckets_.capacity() * sizeof(Bucket)) +
-         (dropped_.empty() ? 0
-                           : hash_table_chunk_bytes(dropped_.size(), dropped_.bucket_count(), sizeof(std::uint64_t))) +
          (deep_depths_.empty() ? 0
                                : hash_table_chunk_bytes(deep_depths_.size(), deep_depths_.bucket_count(),
                                                         sizeof(std::pair<std::uint64_t, std::uint32_t>)));
 }
 
-void WorkerLookup::clear() {
-  release_all();
-  dropped_.clear();
+void WorkerLookup::clear() { release_all(); }
+
+std::vector<NodeRef> WorkerLookup::take_nodes() {
+  // References per node. A stream's entries lead to few nodes (one per run of blocks it stored),
+  // so they are counted by a scan of the nodes seen so far; past kScanLimit nodes the rest are
+  // appended and merged by sorting at the end.
+  struct Count {
+    RadixNode* node;
+    std::uint32_t refs;
+  };
+  constexpr std::size_t kScanLimit = 32;
+  // NOTE: both reserved before any reference leaves a bucket: nothing below allocates (or throws)
+  // while references are in flight.
+  std::vector<Count> counts;
+  counts.reserve(size_);
+  std::vector<NodeRef> nodes;
+  nodes.reserve(size_);
+  bool scanning = true;
+  for (auto& bucket : buckets_) {
+    if (bucket.entry.holds()) {
+      RadixNode* node = bucket.entry.take();  // NOTE: the reference comes along
+      Count* seen = nullptr;
+      if (scanning) {
+        for (auto& count : counts) {
+          if (count.node == node) {
+            seen = &count;
+            break;
+          }
+        }
+      }
+      if (seen != nullptr) {
+        ++seen->refs;
+      } else {
+        counts.push_back(Count{node, 1});
+        scanning = counts.size() <= kScanLimit;
+      }
+    }
+    bucket.entry = PackedEntry{};
+  }
+  size_ = 0;
+  marks_ = 0;
+  deep_depths_.clear();
+  found_ = LookupEntry{};
+  if (!scanning) {
+    std::sort(counts.begin(), counts.end(), [](const Count& a, const Count& b) { return a.node < b.node; });
+  }
+  // Each node keeps one reference in `nodes`; the rest go in one step. Equal nodes are adjacent
+  // here (sorted, or each seen once while scanning).
+  for (std::size_t i = 0; i < counts.size();) {
+    std::uint32_t refs = counts[i].refs;
+    std::size_t j = i + 1;
+    for (; j < counts.size() && counts[j].node == counts[i].node; ++j) refs += counts[j].refs;
+    nodes.push_back(NodeRef::adopt(counts[i].node));
+    if (refs > 1) NodeRef::release_many(counts[i].node, refs - 1);
+    i = j;
+  }
+  return nodes;
 }
 
 }  // namespace kvidx

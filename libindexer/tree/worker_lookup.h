@@ -7,23 +7,22 @@
 // PackedEntry); the rare entry that does not fit (depth >= 2^19) keeps its depth in a side map.
 //
 // Besides the entries it remembers the blocks a cut dropped whose entries the cut scrubbed before
-// the stream named them ("dropped" marks). Whether a dropped block's entry is scrubbed (it shared
-// the cut node's edge) or left stale (it sat on a node below) depends on where other streams'
-// splits put node boundaries; "has an entry or a dropped mark" does not: it holds exactly the
-// blocks the stream stored and has not since named in a Removed, cleared, or named as the parent
-// of a rejected Stored. Removed results are decided on that, so they follow the stream's own
-// history only (ConcurrentRadixTree::apply_removed).
+// the stream named them ("dropped" marks: a bucket keeping its key with a mark instead of a node). Whether a dropped
+// block's entry is scrubbed (it shared the cut node's edge) or left stale (it sat on a node below) depends on where
+// other streams' splits put node boundaries; "has an entry or a dropped mark" does not: it holds exactly the blocks the
+// stream stored and has not since named in a Removed, cleared, or named as the parent of a rejected Stored. Removed
+// results are decided on that, so they follow the stream's own history only (ConcurrentRadixTree::apply_removed).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "libindexer/protocol.h"
+#include "libindexer/tree/cache_prefetch.h"
 #include "libindexer/tree/edge_coverage.h"
 #include "libindexer/tree/radix_node.h"
 
@@ -55,25 +54,47 @@ class WorkerLookup {
   // insert_or_assign of a run of blocks at consecutive depths of one node (a Stored's blocks on one
   // edge): the references the new entries own are taken in one step, not one per block.
   void insert_run(std::span<const StoredBlock> blocks, const NodeRef& node, std::uint32_t first_depth);
-  bool erase(ExternalSequenceBlockHash hash);
-  void clear();  // entries and dropped marks
-
-  // A cut dropped the block: its entry goes, a dropped mark stays until the stream names it.
-  void scrub_dropped(ExternalSequenceBlockHash hash) {
-    if (erase(hash)) dropped_.insert(hash.value);
+  // Starts loading the home buckets of these keys (at most kPrefetchLimit) into the cache: an
+  // event's keys are random, so each bucket is a cache miss; touched together they overlap (and
+  // overlap the tree walk the caller does before it inserts or erases them).
+  static constexpr std::size_t kPrefetchLimit = 64;
+  void prefetch(std::span<const StoredBlock> blocks) const {
+    if (buckets_.empty()) return;
+    for (std::size_t i = 0; i < blocks.size() && i < kPrefetchLimit; ++i) prefetch_key(blocks[i].block_hash.value);
   }
-  bool was_dropped(ExternalSequenceBlockHash hash) const { return dropped_.contains(hash.value); }
+  void prefetch(std::span<const ExternalSequenceBlockHash> hashes) const {
+    if (buckets_.empty()) return;
+    for (std::size_t i = 0; i < hashes.size() && i < kPrefetchLimit; ++i) prefetch_key(hashes[i].value);
+  }
+  void prefetch(ExternalSequenceBlockHash hash) const {
+    if (!buckets_.empty()) prefetch_key(hash.value);
+  }
+  // Erases the entry or dropped mark of `hash`; true when it was an entry.
+  bool erase(ExternalSequenceBlockHash hash);
+  // Entries and dropped marks go; the buckets stay allocated (a cleared stream usually stores again).
+  void clear();
+  // Empties the lookup like clear() and hands over the nodes its entries led to, each once, with
+  // one of the references the entries held (the others are dropped in one step per node).
+  std::vector<NodeRef> take_nodes();
+
+  // A cut dropped the block: its entry becomes a dropped mark, which stays until the stream names it.
+  void scrub_dropped(ExternalSequenceBlockHash hash);
+  bool was_dropped(ExternalSequenceBlockHash hash) const {
+    const Bucket* bucket = bucket_of(hash);
+    return bucket != nullptr && bucket->entry.is_mark();
+  }
   // The stream named these blocks (a Removed): entries and marks go; the references of entries of
   // one node are dropped in one step.
   void forget_all(std::span<const ExternalSequenceBlockHash> hashes);
-  std::size_t dropped_size() const { return dropped_.size(); }
-  // Heap bytes of the buckets, dropped marks and deep depths, as malloc chunks (memory_accounting.h).
+  std::size_t dropped_size() const { return marks_; }
+  // Heap bytes of the buckets (entries and dropped marks) and deep depths, as malloc chunks
+  // (memory_accounting.h).
   std::size_t chunk_bytes() const;
 
   template <typename Visit>  // Visit(ExternalSequenceBlockHash, const LookupEntry&)
   void for_each(Visit&& visit) const {
     for (const auto& bucket : buckets_) {
-      if (!bucket.entry.empty()) visit(ExternalSequenceBlockHash{bucket.key}, entry_of(bucket));
+      if (bucket.entry.holds()) visit(ExternalSequenceBlockHash{bucket.key}, entry_of(bucket));
     }
   }
 
@@ -91,11 +112,19 @@ class WorkerLookup {
   // A node pointer and a depth in one word. Invariant: a non-empty PackedEntry owns one reference
   // to its node (taken by pack, dropped by release), like a NodeRef. x86-64 and AArch64 user-space
   // pointers fit in 48 bits and RadixNode is at least 8-aligned, so the top 16 and low 3 bits are
-  // free: the depth goes there, kDeepDepth marking a depth kept in the side map.
+  // free: the depth goes there, kDeepDepth marking a depth kept in the side map. A dropped mark is
+  // the one non-zero word without pointer bits; it owns no reference.
   class PackedEntry {
    public:
     static constexpr std::uint32_t kDeepDepth = (1u << 19) - 1;
-    bool empty() const { return word_ == 0; }
+    bool empty() const { return word_ == 0; }                   // a free bucket
+    bool is_mark() const { return word_ == kMarkWord; }         // a dropped mark
+    bool holds() const { return (word_ & kPointerMask) != 0; }  // an entry leading to a node
+    static PackedEntry mark() {
+      PackedEntry out;
+      out.word_ = kMarkWord;
+      return out;
+    }
     RadixNode* node() const { return reinterpret_cast<RadixNode*>(word_ & kPointerMask); }
     std::uint32_t depth_bits() const { return static_cast<std::uint32_t>(((word_ >> 48) << 3) | (word_ & kLowMask)); }
     // Takes a reference to `node`; `depth` must be <= kDeepDepth.
@@ -112,11 +141,12 @@ class WorkerLookup {
    private:
     static constexpr std::uint64_t kLowMask = 0x7;
     static constexpr std::uint64_t kPointerMask = 0x0000'FFFF'FFFF'FFF8ULL;
+    static constexpr std::uint64_t kMarkWord = 1;
     std::uint64_t word_ = 0;
   };
   struct Bucket {
     std::uint64_t key = 0;
-    PackedEntry entry;  // empty marks a free bucket
+    PackedEntry entry;  // empty: a free bucket; a mark: the key's block was dropped
   };
   static_assert(sizeof(Bucket) == 16);
 
@@ -143,9 +173,11 @@ class WorkerLookup {
     std::uint32_t count_ = 0;
   };
 
-  const Bucket* bucket_of(ExternalSequenceBlockHash hash) const;  // null when absent
+  const Bucket* bucket_of(ExternalSequenceBlockHash hash) const;  // entry or mark; null when absent
   bool erase(ExternalSequenceBlockHash hash, ReleaseRun& released);
-  Bucket& bucket_for_insert(ExternalSequenceBlockHash hash);  // the key's bucket, claimed if it was free
+  // The key's bucket, claimed if it was free; a mark there is lifted (the block is held again), so
+  // the entry is empty or holds a node.
+  Bucket& bucket_for_insert(ExternalSequenceBlockHash hash);
   // The depth bits to pack for `key` at `depth`, keeping the side map of deep depths in step.
   std::uint32_t depth_bits_for(std::uint64_t key, std::uint32_t depth);
   std::uint32_t depth_of(const Bucket& bucket) const;  // from the packed bits or the side map
@@ -160,14 +192,14 @@ class WorkerLookup {
     return static_cast<std::size_t>(key);
   }
   std::size_t home(std::uint64_t key) const { return mix(key) & (buckets_.size() - 1); }
+  void prefetch_key(std::uint64_t key) const { prefetch_line(&buckets_[home(key)]); }
   void rehash(std::size_t new_capacity);
 
   std::vector<Bucket> buckets_;
-  std::size_t size_ = 0;
+  std::size_t size_ = 0;                                          // buckets holding entries
+  std::size_t marks_ = 0;                                         // buckets holding dropped marks
   std::unordered_map<std::uint64_t, std::uint32_t> deep_depths_;  // key -> depth, for depths >= kDeepDepth
   mutable LookupEntry found_;                                     // what find() and for_each() hand out
-  // NOTE: a node-based set is fine here: marks appear only for blocks cut without being named.
-  std::unordered_set<std::uint64_t> dropped_;
 };
 
 // The per-lane map of every stream's lookup that ConcurrentRadixTree::apply_event works on.
