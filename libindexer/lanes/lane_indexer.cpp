@@ -88,18 +88,29 @@ LaneId LaneIndexer::lane_for(WorkerWithDpRank stream) {
 // ---------------------------------------------------------------------------------------------
 // Producers
 
+// NOTE: per thread and always left empty (only its capacity stays, handed to the lane in
+// exchange), so one serves every lane and indexer the thread pushes to.
+std::vector<LaneIndexer::LaneTask>& LaneIndexer::spent_tasks() {
+  thread_local std::vector<LaneTask> spent;
+  return spent;
+}
+
 bool LaneIndexer::push(Lane& lane, LaneTask task) {
+  auto& spent = spent_tasks();
   {
     std::lock_guard lock(lane.mutex);
     if (lane.stopping) return false;
     if (task.kind == TaskKind::stop) lane.stopping = true;
     lane.queue.push_back(std::move(task));
+    spent.swap(lane.spent);
   }
   lane.wake.notify_one();
+  spent.clear();
   return true;
 }
 
 bool LaneIndexer::push_all(Lane& lane, std::vector<LaneTask>& tasks) {
+  auto& spent = spent_tasks();
   {
     std::lock_guard lock(lane.mutex);
     if (lane.stopping) {
@@ -107,9 +118,11 @@ bool LaneIndexer::push_all(Lane& lane, std::vector<LaneTask>& tasks) {
       return false;
     }
     lane.queue.insert(lane.queue.end(), std::make_move_iterator(tasks.begin()), std::make_move_iterator(tasks.end()));
+    spent.swap(lane.spent);
   }
   tasks.clear();
   lane.wake.notify_one();
+  spent.clear();
   return true;
 }
 
@@ -377,13 +390,26 @@ LaneIndexerMetrics LaneIndexer::metrics() const {
 
 void LaneIndexer::run_lane(Lane& lane) {
   std::vector<LaneTask> batch;
+  std::vector<LaneTask> leftover;  // applied tasks no push took over, destroyed here
   while (true) {
     {
       std::unique_lock lock(lane.mutex);
+      // The applied batch goes back to the pushing side, destroyed by the next push: its events'
+      // memory (block vectors) was allocated there, and glibc frees a chunk cheapest on the thread
+      // that allocated it; freed here, every chunk would take the producer's arena lock, contended
+      // by the producer's own allocations (futex waits on both sides). Only if the previous batch
+      // was not taken over yet (no push since) is this one destroyed here.
+      if (lane.spent.empty()) {
+        lane.spent.swap(batch);
+      } else {
+        leftover.swap(batch);
+      }
       lane.wake.wait(lock, [&] { return !lane.queue.empty(); });
-      // NOTE: swap, not copy: both vectors keep their capacity, so a busy lane stops allocating.
+      // NOTE: swap, not copy: the vectors keep their capacity (the spent ones come back empty from
+      // the pushing side in exchange), so a busy lane stops allocating.
       batch.swap(lane.queue);
     }
+    leftover.clear();
     for (auto& task : batch) {
       if (task.kind == TaskKind::stop) return;  // stop is always the last task ever queued
       try {
@@ -396,7 +422,6 @@ void LaneIndexer::run_lane(Lane& lane) {
       // NOTE: barriers complete even on a failed lane, so callers never wait forever.
       if (task.completion) task.completion->arrive(!lane.failed);
     }
-    batch.clear();
   }
 }
 

@@ -282,7 +282,9 @@ class LaneIndexer {
     std::mutex mutex;
     std::condition_variable wake;
     std::vector<LaneTask> queue;  // guarded by mutex
-    bool stopping = false;        // guarded by mutex: no task is accepted after stop
+    // Guarded by mutex: tasks the lane applied, destroyed by the next push (run_lane says why).
+    std::vector<LaneTask> spent;
+    bool stopping = false;  // guarded by mutex: no task is accepted after stop
     std::thread thread;
     // Owned by the lane thread only.
     DirectLookup lookup;                                      // device tree
@@ -294,6 +296,9 @@ class LaneIndexer {
   LaneId lane_for(WorkerWithDpRank stream);
   bool push(Lane& lane, LaneTask task);
   bool push_all(Lane& lane, std::vector<LaneTask>& tasks);  // moves from and clears `tasks`
+  // Where push and push_all take over a lane's applied tasks (under its lock) to destroy them on
+  // the pushing thread once the lock is released.
+  static std::vector<LaneTask>& spent_tasks();
   IndexerStatus barrier_on(std::span<const LaneId> lanes, TaskKind kind, WorkerWithDpRank stream);
   // Queues a barrier-like task on `lanes`; wait on the result with finish_barrier.
   std::shared_ptr<Completion> start_barrier(std::span<const LaneId> lanes, LaneTask task);

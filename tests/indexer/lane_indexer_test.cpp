@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "libindexer/lanes/lane_indexer.h"
@@ -573,4 +574,28 @@ TEST_CASE("cleanup passes run by the lanes are counted: dead nodes removed and o
   CHECK(m.cleanup_nodes_merged[tier_index(StorageTier::host_pinned)] == 0);
   assert_edge_lengths(indexer.tree(), {4});
   assert_score(indexer, {1, 2, 3, 4}, worker(1), 4);
+}
+
+TEST_CASE("a lane hands its applied tasks back and the next push destroys them on its own thread") {
+  LaneIndexer index(1);
+  constexpr std::size_t kEvents = 500;
+  std::vector<RouterEvent> events;
+  for (std::size_t i = 0; i < kEvents; ++i) events.push_back(make_store_event(1 + i, {i + 1, i + 2}));
+  REQUIRE(index.enqueue_events(events) == IndexerStatus::ok);
+  flush_and_settle(index);
+  // The lane hands back each batch once it is applied (the barrier's batch or the events' one,
+  // whichever it finished last before this check): wait until it has.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (LaneIndexerTestPeer::spent_tasks_waiting(index, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const std::size_t waiting = LaneIndexerTestPeer::spent_tasks_waiting(index, 0);
+  CHECK(waiting > 0);
+  // A push takes over whatever was waiting; afterwards at most the one task it queued can be
+  // waiting (if the lane applied it already), never the earlier batch.
+  apply(index, make_store_event(9999, {1, 2, 3}));
+  CHECK(LaneIndexerTestPeer::spent_tasks_waiting(index, 0) <= 1);
+  flush_and_settle(index);
+  CHECK(index.shard_sizes().worker_count == kEvents + 1);
+  assert_score(index, {1, 2, 3}, worker(9999, 0), 3);
 }
