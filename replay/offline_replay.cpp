@@ -56,6 +56,11 @@ std::string format_replay_progress(std::uint64_t events, double seconds, const R
   return out;
 }
 
+std::size_t default_decode_threads(std::size_t lanes, std::size_t cores) {
+  const std::size_t busy = lanes + 2;  // the lanes, the reading thread, the applying thread
+  return cores > busy ? std::min<std::size_t>(cores - busy, 8) : 0;
+}
+
 ReplaySummary replay_event_log(LaneIndexer& indexer, const ReplayOptions& options) {
   ReplaySummary summary;
   const auto start = Clock::now();

@@ -1,16 +1,12 @@
 #include "apps/kvidx/offline_index.h"
 
 #include <unistd.h>
-#include <algorithm>
 #include <cstdio>
-#include <thread>
 
 #include "apps/kvidx/cli_command.h"
 #include "apps/kvidx/exit_codes.h"
 
 namespace kvidx::cli {
-
-std::size_t default_decode_threads() { return std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8); }
 
 void add_offline_flags(Command& cmd, OfflineFlags& flags, bool events_required) {
   Option& events = cmd.add_option("--events", flags.events, "Event log to apply (JSON Lines, .gz ok, '-' for stdin)");
@@ -20,9 +16,10 @@ void add_offline_flags(Command& cmd, OfflineFlags& flags, bool events_required) 
       .capture_default_str();
   cmd.add_option("--decode-threads", flags.decode_threads,
                  "Threads decoding the log's JSON while the lanes apply it (0: decode on the applying thread; "
-                 "events are applied in log order either way)")
+                 "events are applied in log order either way). auto: the cores left beside the lanes, the "
+                 "reading and the applying thread, at most 8")
       .check(InRange{0, 64})
-      .capture_default_str();
+      .default_str("auto");
   cmd.add_flag("--strict", flags.strict, "Stop at the first bad line with file:line: reason");
   cmd.add_flag("--fail-on-bad", flags.fail_on_bad, "Exit 3 if any line was bad");
   cmd.add_flag("--clear-on-gap", flags.clear_on_gap,
@@ -40,7 +37,7 @@ OfflineIndex build_offline_index(const OfflineFlags& flags, const char* command)
   ReplayOptions options;
   options.events_path = flags.events;
   options.lanes = flags.lanes;
-  options.decode_threads = flags.decode_threads;
+  options.decode_threads = flags.decode_threads ? *flags.decode_threads : default_decode_threads(flags.lanes);
   options.bad_lines = flags.strict ? BadLinePolicy::stop : BadLinePolicy::skip;
   options.progress = !flags.quiet && isatty(STDERR_FILENO) != 0;
   options.stop = flags.stop;

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "libindexer/lanes/lane_indexer.h"
@@ -13,13 +15,10 @@ namespace kvidx::cli {
 
 class Command;
 
-// --decode-threads' default: one per core, at least 1, at most 8.
-std::size_t default_decode_threads();
-
 struct OfflineFlags {
   std::string events;
   std::size_t lanes = 2;
-  std::size_t decode_threads = default_decode_threads();
+  std::optional<std::uint32_t> decode_threads;  // not given: default_decode_threads(lanes) (offline_replay.h)
   bool strict = false;
   bool fail_on_bad = false;
   bool clear_on_gap = false;  // as `kvidx serve --clear-on-gap`

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,8 @@ struct ReplayLogArgs {
   std::size_t blocks = 21;         // per Stored/Removed event
   std::size_t streams = 512;       // (worker, rank) streams taking turns
   std::size_t lanes = 2;
-  std::size_t decode_threads = 2;
+  std::optional<std::size_t> decode_threads;  // not given: `kvidx replay`'s default (default_decode_threads)
+  std::string keep_dir;                       // non-empty: the generated logs are written here and kept (for profiling)
 };
 
 struct ReplayArgs {

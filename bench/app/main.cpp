@@ -106,8 +106,13 @@ int main(int argc, char** argv) {
   r->add_option("--log-blocks", replay.log.blocks, "Blocks per event of the generated log")->capture_default_str();
   r->add_option("--log-streams", replay.log.streams, "(worker, rank) streams of the generated log")
       ->capture_default_str();
-  r->add_option("--decode-threads", replay.log.decode_threads, "Decode threads of the generated log's replay")
-      ->capture_default_str();
+  r->add_option("--decode-threads", replay.log.decode_threads,
+                "Decode threads of the generated log's replay (default: kvidx replay's for these lanes; the "
+                "other column is the alternative: 2 decode threads, or decoding on the applying thread)");
+  r->add_option("--log-keep", replay.log.keep_dir,
+                "Write the generated logs (plain and gzip) into this directory and keep them, e.g. to profile "
+                "`kvidx replay` on them")
+      ->check(CLI::ExistingDirectory);
   r->callback([&] { exit_code = run_replay(replay); });
 
   E2eArgs e2e;

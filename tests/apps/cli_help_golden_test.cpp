@@ -9,13 +9,11 @@
 // [build/bin/kvidx], then review `git diff tests/data/cli_help` and commit it with the change.
 #include <doctest/doctest.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "tests/support/child_process.h"
 
@@ -33,18 +31,11 @@ std::string read_file(const std::string& path) {
   return buffer.str();
 }
 
-// The golden text of `path` ({"nkey", "new"} -> kvidx_nkey_new.txt) with the machine's default
-// --decode-threads (one per core, at least 1, at most 8) in place of @DECODE_THREADS@.
+// The golden text of `path` ({"nkey", "new"} -> kvidx_nkey_new.txt).
 std::string golden_help(const std::vector<std::string>& path) {
   std::string file = kGoldenDir + "/kvidx";
   for (const std::string& name : path) file += "_" + name;
-  std::string text = read_file(file + ".txt");
-  const std::string placeholder = "@DECODE_THREADS@";
-  const std::string threads = std::to_string(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8));
-  for (std::size_t at = text.find(placeholder); at != std::string::npos; at = text.find(placeholder, at)) {
-    text.replace(at, placeholder.size(), threads);
-  }
-  return text;
+  return read_file(file + ".txt");
 }
 
 // The names listed under "Subcommands:" in a --help text.

@@ -111,3 +111,12 @@ TEST_CASE("replaying a generated Mooncake log of a million events scores as the 
   }
   CHECK(restored_mismatches == 0);
 }
+
+TEST_CASE("replay decodes on the applying thread unless cores are left beside the lanes, reader and applier") {
+  CHECK(default_decode_threads(2, 2) == 0);  // this project's CI box: every core already busy
+  CHECK(default_decode_threads(2, 4) == 0);
+  CHECK(default_decode_threads(2, 5) == 1);
+  CHECK(default_decode_threads(1, 8) == 5);
+  CHECK(default_decode_threads(2, 64) == 8);  // at most 8
+  CHECK(default_decode_threads(4, 0) == 0);   // core count unknown
+}
