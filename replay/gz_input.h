@@ -23,6 +23,10 @@ class GzInput {
     if (fd < 0) return;
     struct stat info {};
     if (fstat(fd, &info) == 0 && S_ISREG(info.st_mode)) size_ = static_cast<std::uint64_t>(info.st_size);
+    // A pipe (`cat log | kvidx replay --events -`) holds 64 KiB by default: the writer and this
+    // reader then take turns 16 times per MiB read. 1 MiB is what Linux grants any user by default
+    // (/proc/sys/fs/pipe-max-size); if refused, the pipe keeps its size.
+    if (S_ISFIFO(info.st_mode)) (void)fcntl(fd, F_SETPIPE_SZ, 1 << 20);
     file_ = gzdopen(fd, "rb");
     if (file_ == nullptr) {
       const int saved = errno;
