@@ -388,30 +388,48 @@ LaneIndexerMetrics LaneIndexer::metrics() const {
 // ---------------------------------------------------------------------------------------------
 // Lane threads
 
+namespace {
+
+// Blocks an event task carries (its heap memory, roughly: a Stored's blocks, a Removed's hashes).
+std::size_t carried_blocks(const RouterEvent& event) {
+  if (const auto* stored = std::get_if<KvCacheStoreData>(&event.event.data)) return stored->blocks.size();
+  if (const auto* removed = std::get_if<KvCacheRemoveData>(&event.event.data)) return removed->block_hashes.size();
+  return 0;
+}
+
+}  // namespace
+
 void LaneIndexer::run_lane(Lane& lane) {
   std::vector<LaneTask> batch;
-  std::vector<LaneTask> leftover;  // applied tasks no push took over, destroyed here
+  std::size_t batch_blocks = 0;
   while (true) {
     {
       std::unique_lock lock(lane.mutex);
       // The applied batch goes back to the pushing side, destroyed by the next push: its events'
       // memory (block vectors) was allocated there, and glibc frees a chunk cheapest on the thread
       // that allocated it; freed here, every chunk would take the producer's arena lock, contended
-      // by the producer's own allocations (futex waits on both sides). Only if the previous batch
-      // was not taken over yet (no push since) is this one destroyed here.
-      if (lane.spent.empty()) {
+      // by the producer's own allocations (futex waits on both sides). NOTE: a handed-back batch
+      // stays allocated until the next push, so only a small one goes back (at most
+      // kSpentHandBackTasks tasks and kSpentHandBackBlocks blocks per lane, while idle too); a
+      // large one, or one while the previous is still waiting, is destroyed here before the lane
+      // sleeps.
+      if (!batch.empty() && lane.spent.empty() && batch.size() <= kSpentHandBackTasks &&
+          batch_blocks <= kSpentHandBackBlocks) {
         lane.spent.swap(batch);
-      } else {
-        leftover.swap(batch);
+      } else if (!batch.empty()) {
+        lock.unlock();
+        batch.clear();
+        lock.lock();
       }
+      batch_blocks = 0;
       lane.wake.wait(lock, [&] { return !lane.queue.empty(); });
       // NOTE: swap, not copy: the vectors keep their capacity (the spent ones come back empty from
       // the pushing side in exchange), so a busy lane stops allocating.
       batch.swap(lane.queue);
     }
-    leftover.clear();
     for (auto& task : batch) {
       if (task.kind == TaskKind::stop) return;  // stop is always the last task ever queued
+      batch_blocks += carried_blocks(task.event);
       try {
         run_task(lane, task);
       } catch (const std::exception& error) {

@@ -299,6 +299,10 @@ class LaneIndexer {
   // Where push and push_all take over a lane's applied tasks (under its lock) to destroy them on
   // the pushing thread once the lock is released.
   static std::vector<LaneTask>& spent_tasks();
+  // The largest applied batch a lane hands back (run_lane): what it may keep allocated until the
+  // next push, e.g. over an idle spell (4096 tasks; 65536 blocks, ~3.5 MiB of Stored blocks).
+  static constexpr std::size_t kSpentHandBackTasks = 4096;
+  static constexpr std::size_t kSpentHandBackBlocks = 65536;
   IndexerStatus barrier_on(std::span<const LaneId> lanes, TaskKind kind, WorkerWithDpRank stream);
   // Queues a barrier-like task on `lanes`; wait on the result with finish_barrier.
   std::shared_ptr<Completion> start_barrier(std::span<const LaneId> lanes, LaneTask task);

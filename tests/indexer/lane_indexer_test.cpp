@@ -599,3 +599,23 @@ TEST_CASE("a lane hands its applied tasks back and the next push destroys them o
   CHECK(index.shard_sizes().worker_count == kEvents + 1);
   assert_score(index, {1, 2, 3}, worker(9999, 0), 3);
 }
+
+TEST_CASE("a lane destroys a large applied batch itself rather than keep it for the next push") {
+  LaneIndexer index(1);
+  const std::size_t events = LaneIndexerTestPeer::kSpentHandBackTasks + 500;  // one push: one batch
+  std::vector<RouterEvent> batch;
+  for (std::size_t i = 0; i < events; ++i) batch.push_back(make_store_event(1 + i, {i + 1}));
+  REQUIRE(index.enqueue_events(batch) == IndexerStatus::ok);
+  // The lane takes the whole queue at once; the barrier queued after that is a batch of its own.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (index.metrics().lane_queue_depths.at(0) != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  flush_and_settle(index);
+  // The barrier's own batch (one task) is small enough to go back; the large one never waits.
+  while (LaneIndexerTestPeer::spent_tasks_waiting(index, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(LaneIndexerTestPeer::spent_tasks_waiting(index, 0) == 1);
+  CHECK(index.shard_sizes().worker_count == events);
+}

@@ -17,6 +17,7 @@ class LaneIndexerTestPeer {
     LaneIndexer::LaneTask task{LaneIndexer::TaskKind::fail_for_test, {}, {}, nullptr};
     return indexer.push(*indexer.lanes_.at(lane), std::move(task)) ? IndexerStatus::ok : IndexerStatus::offline;
   }
+  static constexpr std::size_t kSpentHandBackTasks = LaneIndexer::kSpentHandBackTasks;
   // Applied tasks `lane` has handed back for the next push to destroy (LaneIndexer::run_lane).
   static std::size_t spent_tasks_waiting(LaneIndexer& indexer, LaneId lane) {
     auto& l = *indexer.lanes_.at(lane);
