@@ -56,9 +56,20 @@ std::string format_replay_progress(std::uint64_t events, double seconds, const R
   return out;
 }
 
-std::size_t default_decode_threads(std::size_t lanes, std::size_t cores) {
+std::size_t default_decode_threads(std::size_t lanes, bool gzip, std::size_t cores) {
   const std::size_t busy = lanes + 2;  // the lanes, the reading thread, the applying thread
-  return cores > busy ? std::min<std::size_t>(cores - busy, 8) : 0;
+  const std::size_t spare = cores > busy ? std::min<std::size_t>(cores - busy, 8) : 0;
+  return gzip ? std::max<std::size_t>(spare, 1) : spare;
+}
+
+bool is_gzip_file(const std::string& path) {
+  if (path == "-") return false;
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return false;
+  unsigned char magic[2] = {0, 0};
+  const bool gzip = std::fread(magic, 1, 2, file) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  std::fclose(file);
+  return gzip;
 }
 
 ReplaySummary replay_event_log(LaneIndexer& indexer, const ReplayOptions& options) {

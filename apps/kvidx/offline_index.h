@@ -18,7 +18,7 @@ class Command;
 struct OfflineFlags {
   std::string events;
   std::size_t lanes = 2;
-  std::optional<std::uint32_t> decode_threads;  // not given: default_decode_threads(lanes) (offline_replay.h)
+  std::optional<std::uint32_t> decode_threads;  // not given: default_decode_threads (offline_replay.h)
   bool strict = false;
   bool fail_on_bad = false;
   bool clear_on_gap = false;  // as `kvidx serve --clear-on-gap`
