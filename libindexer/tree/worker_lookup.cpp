@@ -267,30 +267,25 @@ std::vector<NodeRef> WorkerLookup::take_nodes() {
   nodes.reserve(size_);
   bool scanning = true;
   for (auto& bucket : buckets_) {
-    if (bucket.entry.holds()) {
-      RadixNode* node = bucket.entry.take();  // NOTE: the reference comes along
-      Count* seen = nullptr;
-      if (scanning) {
-        for (auto& count : counts) {
-          if (count.node == node) {
-            seen = &count;
-            break;
-          }
+    if (!bucket.entry.holds()) continue;
+    RadixNode* node = bucket.entry.take();  // NOTE: the reference comes along; the bucket is free
+    Count* seen = nullptr;
+    if (scanning) {
+      for (auto& count : counts) {
+        if (count.node == node) {
+          seen = &count;
+          break;
         }
       }
-      if (seen != nullptr) {
-        ++seen->refs;
-      } else {
-        counts.push_back(Count{node, 1});
-        scanning = counts.size() <= kScanLimit;
-      }
     }
-    bucket.entry = PackedEntry{};
+    if (seen != nullptr) {
+      ++seen->refs;
+    } else {
+      counts.push_back(Count{node, 1});
+      scanning = counts.size() <= kScanLimit;
+    }
   }
-  size_ = 0;
-  marks_ = 0;
-  deep_depths_.clear();
-  found_ = LookupEntry{};
+  release_all();  // the marks, counts and deep depths (every reference was taken above)
   if (!scanning) {
     std::sort(counts.begin(), counts.end(), [](const Count& a, const Count& b) { return a.node < b.node; });
   }
