@@ -68,6 +68,10 @@ WorkerLookup::~WorkerLookup() { release_all(); }
 void WorkerLookup::release_all() {
   // NOTE: the buckets stay allocated and free: a stream that clears usually stores again at once.
   for (auto& bucket : buckets_) bucket.entry.release();
+  reset_counts();
+}
+
+void WorkerLookup::reset_counts() {
   size_ = 0;
   marks_ = 0;
   deep_depths_.clear();
@@ -267,7 +271,10 @@ std::vector<NodeRef> WorkerLookup::take_nodes() {
   nodes.reserve(size_);
   bool scanning = true;
   for (auto& bucket : buckets_) {
-    if (!bucket.entry.holds()) continue;
+    if (!bucket.entry.holds()) {
+      bucket.entry = PackedEntry{};  // free already, or a mark (which owns no reference)
+      continue;
+    }
     RadixNode* node = bucket.entry.take();  // NOTE: the reference comes along; the bucket is free
     Count* seen = nullptr;
     if (scanning) {
@@ -285,7 +292,7 @@ std::vector<NodeRef> WorkerLookup::take_nodes() {
       scanning = counts.size() <= kScanLimit;
     }
   }
-  release_all();  // the marks, counts and deep depths (every reference was taken above)
+  reset_counts();  // every bucket was emptied above, in the same pass
   if (!scanning) {
     std::sort(counts.begin(), counts.end(), [](const Count& a, const Count& b) { return a.node < b.node; });
   }

@@ -184,6 +184,7 @@ class WorkerLookup {
   const LookupEntry& entry_of(const Bucket& bucket) const;
   void assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth_bits);
   void release_all();
+  void reset_counts();  // size, marks, deep depths and the last find: what an empty lookup holds
 
   static std::size_t mix(std::uint64_t key) {
     key ^= key >> 33;
