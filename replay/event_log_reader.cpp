@@ -13,11 +13,16 @@
 
 namespace kvidx {
 
-std::string for_each_line(const std::string& path, const std::function<bool(std::uint64_t, std::string_view)>& on_line,
-                          std::uint64_t* bytes_read, ReadPosition* position) {
-  GzInput input(path);
-  if (!input.is_open()) return fmt::format("{}: cannot open: {}", path, std::strerror(errno));
-  if (position != nullptr) *position = ReadPosition{0, input.size()};
+namespace {
+
+std::string open_error(const std::string& path) {
+  return fmt::format("{}: cannot open: {}", path, std::strerror(errno));
+}
+
+// for_each_line over an input already open.
+std::string read_lines(GzInput& input, const std::string& path,
+                       const std::function<bool(std::uint64_t, std::string_view)>& on_line, std::uint64_t* bytes_read,
+                       ReadPosition* position) {
   std::string pending;
   std::vector<char> buffer(1 << 20);
   std::uint64_t line_number = 0;
@@ -57,6 +62,16 @@ std::string for_each_line(const std::string& path, const std::function<bool(std:
   return {};
 }
 
+}  // namespace
+
+std::string for_each_line(const std::string& path, const std::function<bool(std::uint64_t, std::string_view)>& on_line,
+                          std::uint64_t* bytes_read, ReadPosition* position) {
+  GzInput input(path);
+  if (!input.is_open()) return open_error(path);
+  if (position != nullptr) *position = ReadPosition{0, input.size()};
+  return read_lines(input, path, on_line, bytes_read, position);
+}
+
 EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy, const EventLogCallback& on_event,
                                   const DecodeLimits& limits) {
   EventLogReadOptions options;
@@ -66,14 +81,23 @@ EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy,
 
 EventLogReadResult read_event_log(const std::string& path, BadLinePolicy policy, const EventLogCallback& on_event,
                                   const EventLogReadOptions& options) {
-  if (options.decode_threads > 0) return read_event_log_parallel(path, policy, on_event, options);
+  GzInput input(path);
+  if (!input.is_open()) {
+    EventLogReadResult failed;
+    failed.error = open_error(path);
+    return failed;
+  }
+  if (options.position != nullptr) *options.position = ReadPosition{0, input.size()};
+  const std::size_t threads =
+      options.choose_decode_threads ? options.choose_decode_threads(input.compressed()) : options.decode_threads;
+  if (threads > 0) return read_event_log_parallel(input, path, threads, policy, on_event, options);
   EventLogReadResult result;
   auto& stats = result.stats;
   const DecodeLimits& limits = options.limits;
   EventLogLine decoded;
   std::string reason;
-  std::string io_error = for_each_line(
-      path,
+  std::string io_error = read_lines(
+      input, path,
       [&](std::uint64_t line_number, std::string_view line) {
         if (options.stop != nullptr && options.stop->load(std::memory_order_relaxed)) {
           result.stopped = true;

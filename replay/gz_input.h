@@ -43,6 +43,9 @@ class GzInput {
   GzInput& operator=(const GzInput&) = delete;
 
   bool is_open() const { return file_ != nullptr; }
+  // Whether the input is gzip-compressed. NOTE: zlib reads the first bytes into its buffer to tell
+  // (nothing is lost, stdin and pipes included); it blocks until they arrive or the input ends.
+  bool compressed() const { return gzdirect(file_) == 0; }
   // Reads up to `size` bytes; returns bytes read, 0 at end, -1 on error (message in `error`).
   long read(char* buffer, unsigned size, std::string& error) {
     const int n = gzread(file_, buffer, size);

@@ -62,16 +62,6 @@ std::size_t default_decode_threads(std::size_t lanes, bool gzip, std::size_t cor
   return gzip ? std::max<std::size_t>(spare, 1) : spare;
 }
 
-bool is_gzip_file(const std::string& path) {
-  if (path == "-") return false;
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return false;
-  unsigned char magic[2] = {0, 0};
-  const bool gzip = std::fread(magic, 1, 2, file) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-  std::fclose(file);
-  return gzip;
-}
-
 ReplaySummary replay_event_log(LaneIndexer& indexer, const ReplayOptions& options) {
   ReplaySummary summary;
   const auto start = Clock::now();
@@ -94,7 +84,13 @@ ReplaySummary replay_event_log(LaneIndexer& indexer, const ReplayOptions& option
   read_options.limits = options.limits;
   read_options.stop = options.stop;
   read_options.position = &position;
-  read_options.decode_threads = options.decode_threads;
+  if (options.decode_threads) {
+    read_options.decode_threads = *options.decode_threads;
+  } else {
+    read_options.choose_decode_threads = [lanes = options.lanes](bool gzip) {
+      return default_decode_threads(lanes, gzip);
+    };
+  }
   auto read = read_event_log(
       options.events_path, options.bad_lines,
       [&](EventLogLine&& line) {
@@ -121,6 +117,7 @@ ReplaySummary replay_event_log(LaneIndexer& indexer, const ReplayOptions& option
     std::fflush(options.progress_out);
   }
   summary.read = std::move(read.stats);
+  summary.decode_threads = read.decode_threads;
   summary.intake = feed.totals();
   summary.applied = indexer.metrics();
   summary.interrupted = read.stopped;

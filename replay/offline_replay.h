@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -34,8 +35,9 @@ struct ReplayOptions {
   const std::atomic<bool>* stop = nullptr;
   DecodeLimits limits;
   // Threads decoding lines while the calling thread hands events to the intake and lanes (see
-  // EventLogReadOptions::decode_threads); 0 decodes on the calling thread.
-  std::size_t decode_threads = 0;
+  // EventLogReadOptions::decode_threads); 0 decodes on the calling thread. Not set:
+  // default_decode_threads(lanes, whether the input is gzip), decided once its first bytes are read.
+  std::optional<std::size_t> decode_threads = 0;
   // The service's ordering options (`--clear-on-gap`). Per-stream log lines are off by default:
   // the summary reports the counts.
   IntakeOptions intake{StreamSequencerOptions{}, false};
@@ -48,9 +50,6 @@ struct ReplayOptions {
 // against 2.6 s with 1 decode thread; gzip 4.3 s with 1 against 5.0-5.9 s with 0.
 std::size_t default_decode_threads(std::size_t lanes, bool gzip,
                                    std::size_t cores = std::thread::hardware_concurrency());
-// Whether `path` is a regular file starting with gzip's magic bytes (stdin, "-", is not looked at:
-// what was read could not be put back).
-bool is_gzip_file(const std::string& path);
 
 struct ReplaySummary {
   EventLogReadStats read;
@@ -58,8 +57,9 @@ struct ReplaySummary {
   IntakeTally intake;                             // duplicates skipped, gaps, restarts (as the service's stats)
   LaneIndexerMetrics applied;                     // results as counted by the lanes
   double seconds = 0;
-  bool interrupted = false;  // `stop` ended the read early: the counts cover a prefix of the log
-  std::string error;         // I/O failure, or the first bad line under BadLinePolicy::stop
+  std::size_t decode_threads = 0;  // what the read used
+  bool interrupted = false;        // `stop` ended the read early: the counts cover a prefix of the log
+  std::string error;               // I/O failure, or the first bad line under BadLinePolicy::stop
 
   bool ok() const { return error.empty(); }
   double events_per_second() const { return seconds > 0 ? static_cast<double>(read.events) / seconds : 0; }

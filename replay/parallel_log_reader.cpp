@@ -162,17 +162,12 @@ std::string read_chunks(GzInput& input, const std::string& path, ChunkWindow& wi
 
 }  // namespace
 
-EventLogReadResult read_event_log_parallel(const std::string& path, BadLinePolicy policy,
-                                           const EventLogCallback& on_event, const EventLogReadOptions& options) {
+EventLogReadResult read_event_log_parallel(GzInput& input, const std::string& path, std::size_t threads,
+                                           BadLinePolicy policy, const EventLogCallback& on_event,
+                                           const EventLogReadOptions& options) {
   EventLogReadResult result;
+  result.decode_threads = threads;
   auto& stats = result.stats;
-  GzInput input(path);
-  if (!input.is_open()) {
-    result.error = fmt::format("{}: cannot open: {}", path, std::strerror(errno));
-    return result;
-  }
-  if (options.position != nullptr) *options.position = ReadPosition{0, input.size()};
-  const std::size_t threads = options.decode_threads;
   ChunkWindow window(4 * threads + 2);
   std::vector<std::thread> decoders;
   decoders.reserve(threads);

@@ -1,5 +1,5 @@
 // The event-log reader with decoding spread over threads (read_event_log with
-// EventLogReadOptions::decode_threads > 0 lands here):
+// read_event_log with decode threads lands here):
 //   calling thread  reads (and inflates) the input in 1 MiB blocks and cuts them into chunks of
 //                   whole lines;
 //   decode threads  decode whole chunks, any chunk on any thread;
@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "replay/event_log_reader.h"
+#include "replay/gz_input.h"
 
 namespace kvidx {
 
@@ -21,7 +22,9 @@ namespace kvidx {
 enum class LineOutcome { blank, event, bad };
 LineOutcome decode_log_line(std::string_view line, const DecodeLimits& limits, EventLogLine& out, std::string& reason);
 
-EventLogReadResult read_event_log_parallel(const std::string& path, BadLinePolicy policy,
-                                           const EventLogCallback& on_event, const EventLogReadOptions& options);
+// Reads the open `input` (named `path` in messages) with `threads` decode threads (> 0).
+EventLogReadResult read_event_log_parallel(GzInput& input, const std::string& path, std::size_t threads,
+                                           BadLinePolicy policy, const EventLogCallback& on_event,
+                                           const EventLogReadOptions& options);
 
 }  // namespace kvidx

@@ -17,7 +17,7 @@ void add_offline_flags(Command& cmd, OfflineFlags& flags, bool events_required) 
   cmd.add_option("--decode-threads", flags.decode_threads,
                  "Threads decoding the log's JSON while the lanes apply it (0: decode on the applying thread; "
                  "events are applied in log order either way). auto: the cores left beside the lanes, the "
-                 "reading and the applying thread, at most 8; at least 1 for a gzip file")
+                 "reading and the applying thread, at most 8; at least 1 for a gzip log (a file or stdin)")
       .check(InRange{0, 64})
       .default_str("auto");
   cmd.add_flag("--strict", flags.strict, "Stop at the first bad line with file:line: reason");
@@ -37,8 +37,7 @@ OfflineIndex build_offline_index(const OfflineFlags& flags, const char* command)
   ReplayOptions options;
   options.events_path = flags.events;
   options.lanes = flags.lanes;
-  options.decode_threads =
-      flags.decode_threads ? *flags.decode_threads : default_decode_threads(flags.lanes, is_gzip_file(flags.events));
+  options.decode_threads = flags.decode_threads;  // not given: chosen once the log's first bytes are read
   options.bad_lines = flags.strict ? BadLinePolicy::stop : BadLinePolicy::skip;
   options.progress = !flags.quiet && isatty(STDERR_FILENO) != 0;
   options.stop = flags.stop;

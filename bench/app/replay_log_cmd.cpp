@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "bench/app/commands.h"
@@ -77,9 +78,15 @@ std::uint64_t write_log(const std::string& path, std::size_t events, std::size_t
   return std::filesystem::file_size(path);
 }
 
-// Events/s of replay_event_log over `path` (or stdin fed from it).
-double replay_rate(const std::string& path, bool from_stdin, std::size_t decode_threads, std::size_t lanes,
-                   std::uint64_t events) {
+struct ReplayRate {
+  double events_per_second = 0;
+  std::size_t decode_threads = 0;  // what the replay used
+};
+
+// Events/s of replay_event_log over `path` (or stdin fed from it); `decode_threads` not set: the
+// replay's own choice (`kvidx replay --decode-threads auto`).
+ReplayRate replay_rate(const std::string& path, bool from_stdin, std::optional<std::size_t> decode_threads,
+                       std::size_t lanes, std::uint64_t events) {
   LaneIndexer indexer(lanes);
   ReplayOptions ro;
   ro.events_path = from_stdin ? "-" : path;
@@ -95,7 +102,7 @@ double replay_rate(const std::string& path, bool from_stdin, std::size_t decode_
   }
   if (!summary.ok()) throw std::runtime_error(summary.error);
   if (summary.read.events != events) throw std::runtime_error("replay read a different number of events");
-  return summary.events_per_second();
+  return {summary.events_per_second(), summary.decode_threads};
 }
 
 }  // namespace
@@ -122,17 +129,17 @@ int run_replay_log(const ReplayLogArgs& args, Report& report) {
         const std::string& path = gz ? gzip : plain;
         const std::string label = std::string("replay ") + std::to_string(args.blocks) + "-block log, " +
                                   (gz ? "gzip" : "plain") + (from_stdin ? ", stdin" : ", file");
-        // The headline is `kvidx replay`'s own choice (it looks at a file's first bytes, not at
-        // stdin's); the other column is the setting it did not choose.
-        const std::size_t threads = args.decode_threads.value_or(default_decode_threads(args.lanes, gz && !from_stdin));
-        const std::size_t other = threads == 0 ? 2 : 0;
+        // The headline is `kvidx replay`'s own choice (it looks at the input's first bytes, a
+        // file's or stdin's); the other column is the setting it did not choose.
+        const ReplayRate chosen = replay_rate(path, from_stdin, args.decode_threads, args.lanes, args.events);
+        const std::size_t other = chosen.decode_threads == 0 ? 2 : 0;
         const std::string other_name = other == 0 ? "decode on the applying thread" : "2 decode threads";
-        const double chosen = replay_rate(path, from_stdin, threads, args.lanes, args.events);
-        const double alternative = replay_rate(path, from_stdin, other, args.lanes, args.events);
-        std::printf("## %s: %.0f events/s with %zu decode threads (%s: %.0f); load %s\n", label.c_str(), chosen,
-                    threads, other_name.c_str(), alternative, load_average().c_str());
+        const double alternative = replay_rate(path, from_stdin, other, args.lanes, args.events).events_per_second;
+        std::printf("## %s: %.0f events/s with %zu decode threads (%s: %.0f); load %s\n", label.c_str(),
+                    chosen.events_per_second, chosen.decode_threads, other_name.c_str(), alternative,
+                    load_average().c_str());
         std::fflush(stdout);
-        report.add(Row{label, "events/s", true, chosen, {{other_name, alternative}}});
+        report.add(Row{label, "events/s", true, chosen.events_per_second, {{other_name, alternative}}});
       }
     }
   } catch (const std::exception& e) {

@@ -3,11 +3,8 @@
 // identical index.
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <string>
 #include <tuple>
@@ -127,23 +124,4 @@ TEST_CASE("replay decodes on the applying thread unless cores are left beside th
   // gzip: inflating moves to the reading thread, which only runs with decode threads.
   CHECK(default_decode_threads(2, true, 2) == 1);
   CHECK(default_decode_threads(2, true, 10) == 6);
-}
-
-TEST_CASE("a gzip log is told from a plain one by its first bytes, not its name") {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string gz = (dir / ("kvidx-magic-" + std::to_string(::getpid()) + ".log")).string();
-  const std::string plain = (dir / ("kvidx-magic-" + std::to_string(::getpid()) + ".gz")).string();
-  {
-    EventLogWriter writer(gz + ".gz");  // the writer compresses by name
-    REQUIRE(writer.ok());
-    REQUIRE(writer.close());
-    std::filesystem::rename(gz + ".gz", gz);
-    std::ofstream(plain) << "{}\n";
-  }
-  CHECK(is_gzip_file(gz));
-  CHECK_FALSE(is_gzip_file(plain));
-  CHECK_FALSE(is_gzip_file("-"));
-  CHECK_FALSE(is_gzip_file((dir / "kvidx-no-such-file").string()));
-  std::filesystem::remove(gz);
-  std::filesystem::remove(plain);
 }

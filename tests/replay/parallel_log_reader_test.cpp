@@ -1,7 +1,8 @@
 // The event-log reader with decode threads against the sequential one: same events in the same
 // order, same counts, same bad lines with the same line numbers and reasons, the same stop at a bad
-// line or on a stop request, plain and gzip, from a file and from stdin; and a replay with decode
-// threads leaves exactly the index a sequential replay leaves.
+// line or on a stop request, plain and gzip, from a file and from stdin; decode threads chosen from
+// the input's first bytes; and a replay with decode threads leaves exactly the index a sequential
+// replay leaves.
 #include <doctest/doctest.h>
 #include <zlib.h>
 
@@ -10,6 +11,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -167,6 +169,62 @@ TEST_CASE("the reader with decode threads reads plain and gzip logs from stdin a
       from_stdin = read_with("-", BadLinePolicy::skip, 2);
     }
     check_same(from_stdin, from_file);
+  }
+}
+
+TEST_CASE("decode threads left to the reader are chosen from the input's first bytes, a file's or stdin's") {
+  TempDir dir;
+  const std::string text = make_log_text(3000, false, 11);
+  // Names that lie: the content decides.
+  const std::string gzip_path = dir.file("gzip.jsonl");
+  const std::string plain_path = dir.file("plain.jsonl.gz");
+  write_file(gzip_path, text, true);
+  write_file(plain_path, text, false);
+  const Read expected = read_with(plain_path, BadLinePolicy::skip, 0);
+  REQUIRE(expected.lines.size() > 2000);
+  for (const bool gzip : {false, true}) {
+    for (const bool from_stdin : {false, true}) {
+      CAPTURE(gzip);
+      CAPTURE(from_stdin);
+      const std::string& path = gzip ? gzip_path : plain_path;
+      std::optional<bool> told_gzip;
+      EventLogReadOptions options;
+      options.decode_threads = 5;  // overruled by the chooser
+      options.choose_decode_threads = [&](bool is_gzip) {
+        told_gzip = is_gzip;
+        return std::size_t{is_gzip ? 2u : 0u};
+      };
+      Read got;
+      auto read = [&] {
+        got.result = read_event_log(
+            from_stdin ? "-" : path, BadLinePolicy::skip,
+            [&](EventLogLine&& line) { got.lines.push_back(std::move(line)); }, options);
+      };
+      if (from_stdin) {
+        StdinFromFile feed(path);
+        read();
+      } else {
+        read();
+      }
+      REQUIRE(told_gzip.has_value());
+      CHECK(*told_gzip == gzip);
+      CHECK(got.result.decode_threads == (gzip ? 2u : 0u));
+      check_same(got, expected);  // the bytes zlib looked at to tell were not lost
+    }
+  }
+  // A replay left to choose (`kvidx replay --decode-threads auto`) uses default_decode_threads.
+  for (const bool gzip : {false, true}) {
+    CAPTURE(gzip);
+    LaneIndexer indexer(2);
+    ReplayOptions options;
+    options.events_path = "-";
+    options.lanes = 2;
+    options.decode_threads = std::nullopt;
+    StdinFromFile feed(gzip ? gzip_path : plain_path);
+    const ReplaySummary summary = replay_event_log(indexer, options);
+    REQUIRE(summary.ok());
+    CHECK(summary.read.events == expected.lines.size());
+    CHECK(summary.decode_threads == default_decode_threads(2, gzip));
   }
 }
 
