@@ -24,6 +24,7 @@
 #include "tests/support/event_histories.h"
 #include "tests/support/nats_client.h"
 #include "tests/support/nats_server.h"
+#include "tests/support/service_configs.h"
 
 using namespace kvidx;
 using namespace kvidx::bus;
@@ -31,6 +32,7 @@ using kvidx::testing::NatsServer;
 using Json = nlohmann::json;
 
 using kvidx::testing::connect_to;
+using kvidx::testing::service_config_for;
 
 namespace {
 
@@ -100,17 +102,6 @@ std::size_t publish_concurrently(const NatsServer& server,
   return messages;
 }
 
-ServiceConfig config_for(const NatsServer& server, std::string durable, IngestMode mode = IngestMode::jetstream) {
-  ServiceConfig c;
-  c.nats_url = server.url();
-  c.mode = mode;
-  c.lanes = 4;
-  c.durable = std::move(durable);
-  c.snapshot_interval = std::chrono::milliseconds(0);
-  c.fetch_batch = 500;
-  return c;
-}
-
 std::uint64_t stream_last_sequence(const NatsServer& server) {
   Connection conn = connect_to(server);
   auto js = JetStream::create(conn);
@@ -133,7 +124,7 @@ TEST_SUITE("integration") {
 TEST_CASE("service: 64 workers x 2 ranks published concurrently over jetstream equal an offline sequential apply") {
   NatsServer server;
   const auto histories = all_histories(40);
-  KvidxService service(config_for(server, "main"));
+  KvidxService service(service_config_for(server, "main", 4));
   REQUIRE(service.start().ok());
   const std::size_t messages = publish_concurrently(server, histories, /*jetstream=*/true);
   const std::uint64_t last = stream_last_sequence(server);
@@ -152,7 +143,7 @@ TEST_CASE("service: 64 workers x 2 ranks published concurrently over jetstream e
 TEST_CASE("service: core mode ingest of 64 workers x 2 ranks equals an offline sequential apply") {
   NatsServer server;
   const auto histories = all_histories(20);
-  KvidxService service(config_for(server, "core", IngestMode::core));
+  KvidxService service(service_config_for(server, "core", 4, IngestMode::core));
   REQUIRE(service.start().ok());
   publish_concurrently(server, histories, /*jetstream=*/false);
   const std::uint64_t expected = kWorkers * kRanks * 20;
@@ -169,7 +160,7 @@ TEST_CASE("service: core mode ingest of 64 workers x 2 ranks equals an offline s
 TEST_CASE("service: score queries over request reply match in-process find_matches") {
   NatsServer server;
   const auto histories = all_histories(30);
-  KvidxService service(config_for(server, "q"));
+  KvidxService service(service_config_for(server, "q", 4));
   REQUIRE(service.start().ok());
   publish_concurrently(server, histories, true);
   REQUIRE(service.wait_for_acked_sequence(stream_last_sequence(server), std::chrono::seconds(60)));
@@ -218,7 +209,7 @@ TEST_CASE("service: score queries over request reply match in-process find_match
 TEST_CASE("service: dump over request reply arrives in chunks with an end marker") {
   NatsServer server;
   const auto histories = all_histories(10);
-  KvidxService service(config_for(server, "d"));
+  KvidxService service(service_config_for(server, "d", 4));
   REQUIRE(service.start().ok());
   publish_concurrently(server, histories, true);
   REQUIRE(service.wait_for_acked_sequence(stream_last_sequence(server), std::chrono::seconds(60)));
@@ -259,7 +250,7 @@ TEST_CASE("service: dump over request reply arrives in chunks with an end marker
 
 TEST_CASE("service: malformed and mismatched messages are dead-lettered, counted and never touch the tree") {
   NatsServer server;
-  KvidxService service(config_for(server, "dl"));
+  KvidxService service(service_config_for(server, "dl", 4));
   REQUIRE(service.start().ok());
   Connection conn = connect_to(server);
   std::mutex mutex;
@@ -307,10 +298,10 @@ TEST_CASE("service: crash without final snapshot then restart loses nothing and 
   for (const auto& [stream, events] : histories) {
     for (std::size_t i = 0; i < events.size(); ++i) part[i * 3 / events.size()][stream].push_back(events[i]);
   }
-  KvidxService replica(config_for(server, "replica"));
+  KvidxService replica(service_config_for(server, "replica", 4));
   REQUIRE(replica.start().ok());
   {
-    auto victim = std::make_unique<KvidxService>(config_for(server, "victim"));
+    auto victim = std::make_unique<KvidxService>(service_config_for(server, "victim", 4));
     REQUIRE(victim->start().ok());
     publish_concurrently(server, part[0], true);
     REQUIRE(victim->wait_for_acked_sequence(stream_last_sequence(server), std::chrono::seconds(60)));
@@ -320,7 +311,7 @@ TEST_CASE("service: crash without final snapshot then restart loses nothing and 
     victim.reset();  // abrupt: no final snapshot; part[1] is only in the stream
   }
   publish_concurrently(server, part[2], true);  // while the victim is down
-  KvidxService restarted(config_for(server, "victim"));
+  KvidxService restarted(service_config_for(server, "victim", 4));
   {
     auto started = restarted.start();
     REQUIRE_MESSAGE(started.ok(), started.error().message);
@@ -344,14 +335,14 @@ TEST_CASE("service: graceful stop writes a final snapshot that the next start re
   NatsServer server;
   const auto histories = all_histories(10);
   {
-    KvidxService first(config_for(server, "g"));
+    KvidxService first(service_config_for(server, "g", 4));
     REQUIRE(first.start().ok());
     publish_concurrently(server, histories, true);
     REQUIRE(first.wait_for_acked_sequence(stream_last_sequence(server), std::chrono::seconds(60)));
     first.stop(true);
     CHECK(first.stats().snapshots_written == 1);
   }
-  KvidxService second(config_for(server, "g"));
+  KvidxService second(service_config_for(server, "g", 4));
   {
     auto started = second.start();
     REQUIRE_MESSAGE(started.ok(), started.error().message);
@@ -364,8 +355,8 @@ TEST_CASE("service: graceful stop writes a final snapshot that the next start re
 TEST_CASE("service: remove_worker reaches every replica, not one member of the queue group") {
   NatsServer server;
   const auto histories = all_histories(10);
-  KvidxService a(config_for(server, "ra"));
-  KvidxService b(config_for(server, "rb"));
+  KvidxService a(service_config_for(server, "ra", 4));
+  KvidxService b(service_config_for(server, "rb", 4));
   REQUIRE(a.start().ok());
   REQUIRE(b.start().ok());
   publish_concurrently(server, histories, true);
@@ -405,7 +396,7 @@ TEST_CASE("service: remove_worker reaches every replica, not one member of the q
 
 TEST_CASE("service: lane queue depth is exported per lane") {
   NatsServer server;
-  ServiceConfig c = config_for(server, "m");
+  ServiceConfig c = service_config_for(server, "m", 4);
   c.lanes = 3;
   KvidxService service(c);
   REQUIRE(service.start().ok());
@@ -420,7 +411,7 @@ TEST_CASE("service: stream retention is applied to the events stream, and trimme
   const auto histories = all_histories(4);
   {
     // Retention by age: the server discards what is older than max_age.
-    ServiceConfig c = config_for(server, "ret");
+    ServiceConfig c = service_config_for(server, "ret", 4);
     c.stream_max_age = std::chrono::milliseconds(1500);
     KvidxService service(c);
     REQUIRE(service.start().ok());
@@ -439,7 +430,7 @@ TEST_CASE("service: stream retention is applied to the events stream, and trimme
     service.stop(false);
   }
   // A replica with no snapshot now starts after a trimmed history and says how much it missed.
-  ServiceConfig c = config_for(server, "late");
+  ServiceConfig c = service_config_for(server, "late", 4);
   KvidxService late(c);  // no retention flags: the stream is updated back to unlimited
   REQUIRE(late.start().ok());
   CHECK(late.stats().history_trimmed == stream_last_sequence(server));

@@ -19,6 +19,7 @@
 #include "tests/support/event_builders.h"
 #include "tests/support/nats_client.h"
 #include "tests/support/nats_server.h"
+#include "tests/support/service_configs.h"
 
 using namespace kvidx;
 using namespace kvidx::bus;
@@ -26,17 +27,9 @@ using kvidx::testing::NatsServer;
 using Json = nlohmann::json;
 
 using kvidx::testing::connect_to;
+using kvidx::testing::service_config_for;
 
 namespace {
-
-ServiceConfig config_for(const NatsServer& server, std::string durable) {
-  ServiceConfig c;
-  c.nats_url = server.url();
-  c.lanes = 2;
-  c.durable = std::move(durable);
-  c.snapshot_interval = std::chrono::milliseconds(0);
-  return c;
-}
 
 RouterEvent on_tier(RouterEvent event, std::optional<StorageTier> tier, std::uint64_t event_id) {
   event.storage_tier = tier;
@@ -114,7 +107,7 @@ TEST_CASE(
     "service: offloaded blocks score per tier, stats and metrics count tiers, a restart from a snapshot keeps them") {
   NatsServer server;
   {
-    KvidxService first(config_for(server, "tiers"));
+    KvidxService first(service_config_for(server, "tiers"));
     REQUIRE(first.start().ok());
     REQUIRE(first.wait_for_acked_sequence(publish(server, offload_events()), std::chrono::seconds(30)));
     check_offload_reply(ask(server, {1, 2, 3, 4}));
@@ -144,7 +137,7 @@ TEST_CASE(
     CHECK(first.stats().snapshots_written == 1);
   }
   // The snapshot is written as events with their tiers: the restore rebuilds every tier's tree.
-  KvidxService second(config_for(server, "tiers"));
+  KvidxService second(service_config_for(server, "tiers"));
   REQUIRE(second.start().ok());
   CHECK(second.stats().messages == 0);  // nothing replayed from the stream
   check_offload_reply(ask(server, {1, 2, 3, 4}));
@@ -162,7 +155,7 @@ TEST_CASE(
 
 TEST_CASE("service: tier weights set the combined score, and a device-only reply has no tier fields") {
   NatsServer server;
-  ServiceConfig config = config_for(server, "weights");
+  ServiceConfig config = service_config_for(server, "weights");
   std::string error;
   const auto weights = parse_tier_weights("host_pinned=0.8", error);
   REQUIRE(weights.has_value());

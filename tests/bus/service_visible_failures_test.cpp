@@ -26,6 +26,7 @@
 #include "tests/support/event_histories.h"
 #include "tests/support/nats_client.h"
 #include "tests/support/nats_server.h"
+#include "tests/support/service_configs.h"
 #include "tests/support/wait_until.h"
 
 using namespace kvidx;
@@ -36,20 +37,11 @@ using Json = nlohmann::json;
 using namespace std::chrono_literals;
 
 using kvidx::testing::connect_to;
+using kvidx::testing::service_config_for;
 
 namespace {
 
 const char* const kClientName = "kvidx-visible-failures-test";
-
-ServiceConfig config_for(const NatsServer& server, std::string durable) {
-  ServiceConfig c;
-  c.nats_url = server.url();
-  c.lanes = 2;
-  c.durable = std::move(durable);
-  c.snapshot_interval = std::chrono::milliseconds(0);
-  c.fetch_batch = 500;
-  return c;
-}
 
 void ensure_events_stream(Connection& conn) {
   auto js = JetStream::create(conn);
@@ -170,7 +162,7 @@ TEST_CASE(
   const auto chain = testing::make_long_chain(11, 0, 30000, 100);  // 300 messages of 100 blocks
   std::set<testing::BlockKey> before;
   {
-    KvidxService service(config_for(server, "long"));
+    KvidxService service(service_config_for(server, "long"));
     REQUIRE(service.start().ok());
     const std::uint64_t last = publish_all(client, chain);
     REQUIRE(service.wait_for_acked_sequence(last, std::chrono::seconds(60)));
@@ -187,7 +179,7 @@ TEST_CASE(
     CHECK(normal_form(dumped) == before);
     service.stop(false);
   }
-  KvidxService fresh(config_for(server, "long"));
+  KvidxService fresh(service_config_for(server, "long"));
   auto started = fresh.start();
   REQUIRE_MESSAGE(started.ok(), started.error().message);
   CHECK(fresh.stats().messages == 0);  // everything came from the snapshot
@@ -202,7 +194,7 @@ TEST_CASE(
   NatsServer server;
   std::set<testing::BlockKey> before;
   {
-    KvidxService service(config_for(server, "mp"));
+    KvidxService service(service_config_for(server, "mp"));
     REQUIRE(service.start().ok());
     {
       Connection client = connect_to(server, kClientName);
@@ -242,7 +234,7 @@ TEST_CASE(
     CHECK(normal_form(dumped) == before);
     service.stop(false);
   }
-  KvidxService fresh(config_for(server, "mp"));
+  KvidxService fresh(service_config_for(server, "mp"));
   auto started = fresh.start();
   REQUIRE_MESSAGE(started.ok(), started.error().message);
   CHECK(fresh.stats().messages == 0);
@@ -255,7 +247,7 @@ TEST_CASE(
   NatsServer server;
   Connection client = connect_to(server, kClientName);
   ScopedLogCapture logs;
-  ServiceConfig config = config_for(server, "stale");
+  ServiceConfig config = service_config_for(server, "stale");
   config.snapshot_interval = std::chrono::milliseconds(100);
   config.snapshot_stale_after = std::chrono::milliseconds(1500);
   {
@@ -319,7 +311,7 @@ TEST_CASE(
   const std::uint64_t last = publish_all(client, backlog);
   REQUIRE(last == 30000);
 
-  ServiceConfig config = config_for(server, "catchup");
+  ServiceConfig config = service_config_for(server, "catchup");
   config.fetch_batch = 100;
   KvidxService service(config);
   CHECK_FALSE(service.readiness().ready);
@@ -346,7 +338,7 @@ TEST_CASE(
   CHECK(again.readiness().ready);
 
   // Core mode: ready once subscribed.
-  ServiceConfig core = config_for(server, "core");
+  ServiceConfig core = service_config_for(server, "core");
   core.mode = IngestMode::core;
   KvidxService core_service(core);
   REQUIRE(core_service.start().ok());
@@ -359,7 +351,7 @@ TEST_CASE(
   NatsServer server(testing::NatsServerOptions::with_max_payload(4096));
   Connection client = connect_to(server, kClientName);
   REQUIRE(client.max_payload() == 4096);
-  ServiceConfig config = config_for(server, "big");
+  ServiceConfig config = service_config_for(server, "big");
   std::vector<RouterEvent> events;
   for (WorkerId w = 1; w <= 2000; ++w) events.push_back(testing::make_store_event(w, {1, 2}));
   std::set<testing::BlockKey> before;
