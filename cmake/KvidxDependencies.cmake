@@ -11,6 +11,8 @@ find_package(CLI11 2.1 REQUIRED)
 find_package(Boost 1.74 REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(ZLIB REQUIRED)
+# gzip logs are inflated with ISA-L's igzip (replay/gz_input.cpp): ~5x zlib's inflate.
+pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
 # nkey seeds (libbus/nats_nkey.h): Ed25519 from OpenSSL, which nats.c links already.
 find_package(OpenSSL 3 REQUIRED)
 # vLLM / SGLang bridge (bridge/): libzmq via pkg-config; cppzmq and msgpack-cxx are header-only and

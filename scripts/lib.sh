@@ -5,7 +5,7 @@ KVIDX_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KVIDX_PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache
   nats-server libnats-dev nlohmann-json3-dev libboost-dev libspdlog-dev libfmt-dev
-  doctest-dev libcli11-dev libxxhash-dev libbenchmark-dev zlib1g-dev python3 python3-jsonschema
+  doctest-dev libcli11-dev libxxhash-dev libbenchmark-dev zlib1g-dev libisal-dev python3 python3-jsonschema
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libssl-dev openssl
 )
 
