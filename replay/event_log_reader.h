@@ -61,7 +61,7 @@ struct EventLogReadOptions {
   // the input, N threads decode chunks of lines, and one other thread calls the callback with
   // every event in input order (parallel_log_reader.h); bad lines are reported exactly as with 0.
   std::size_t decode_threads = 0;
-  // When set, it decides decode_threads once the input is open and zlib has read its first bytes:
+  // When set, it decides decode_threads once the input is open and its first bytes are read:
   // the argument says whether the input is gzip (a file or stdin alike; `kvidx replay --decode-threads auto`).
   std::function<std::size_t(bool gzip)> choose_decode_threads;
 };

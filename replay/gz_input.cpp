@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 namespace kvidx {
 
@@ -34,8 +35,6 @@ const char* inflate_error(int code) {
 struct GzInput::Inflater {
   inflate_state state;
 };
-
-void GzInput::InflaterDeleter::operator()(Inflater* inflater) const { delete inflater; }
 
 GzInput::GzInput(const std::string& path) {
   const int fd = path == "-" ? dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -85,7 +84,7 @@ bool GzInput::detect(std::string& error) {
   const bool gzip = end_ - pos_ >= 2 && in_[pos_] == kGzipMagic0 && in_[pos_ + 1] == kGzipMagic1;
   mode_ = gzip ? Mode::gzip : Mode::plain;
   if (gzip) {
-    inflater_.reset(new Inflater);
+    inflater_ = std::make_unique<Inflater>();
     isal_inflate_init(&inflater_->state);
     inflater_->state.crc_flag = ISAL_GZIP;  // parse the header, verify the trailer's CRC-32
   }

@@ -34,10 +34,7 @@ class GzInput {
 
  private:
   enum class Mode : std::uint8_t { unknown, plain, gzip };
-  struct Inflater;  // ISA-L's inflate_state (gz_input.cpp)
-  struct InflaterDeleter {
-    void operator()(Inflater* inflater) const;
-  };
+  struct Inflater;  // ISA-L's inflate_state (gz_input.cpp, where the destructor is)
 
   // Reads more of the file after what is buffered (keeping it); false on a read error.
   bool fill(std::string& error);
@@ -56,7 +53,7 @@ class GzInput {
   bool eof_ = false;
   Mode mode_ = Mode::unknown;
   std::string detect_error_;  // a read error while telling the mode, reported by read()
-  std::unique_ptr<Inflater, InflaterDeleter> inflater_;
+  std::unique_ptr<Inflater> inflater_;
   bool member_done_ = false;  // the current gzip member ended (its checksum verified)
 };
 
