@@ -1,9 +1,9 @@
 // Input of the event-log readers: a file or "-" (stdin), plain or gzip, told apart by the first
 // two bytes (gzip's magic), whatever the name. gzip is inflated with ISA-L's igzip (Debian
-// libisal): on this project's 2-core VM it inflates the bench's 1.27 GiB log in 1.3 s where zlib
-// takes 4-6.6 s, which is what bounded the replay of gzip logs. As with `gzip -d`, concatenated
-// members are read one after another; a truncated member, a bad checksum or trailing bytes that are
-// not another member are errors, never a silently short read.
+// libisal): on this project's 2-core VM it inflates the bench's 1.27 GiB log in 1.3 s, where
+// zlib took ~4 s inside kvidx (and `gzip -d` 6.6 s): what bounded the replay of gzip logs. As with `gzip -d`,
+// concatenated members are read one after another; a truncated member, a bad checksum or trailing bytes that are not
+// another member are errors, never a silently short read.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// The event-log reader with decoding spread over threads (read_event_log with
-// read_event_log with decode threads lands here):
+// The event-log reader with decoding spread over threads (read_event_log with decode threads
+// lands here):
 //   calling thread  reads (and inflates) the input in 1 MiB blocks and cuts them into chunks of
 //                   whole lines;
 //   decode threads  decode whole chunks, any chunk on any thread;

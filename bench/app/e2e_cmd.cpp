@@ -194,17 +194,20 @@ Measured kvidx_jetstream_rate(const testing::NatsServer& server, std::uint64_t l
   return {rate, cpu};
 }
 
+// One message's events; a message that does not decode ends the bench.
+std::vector<RouterEvent> decode_message(const std::string& body) {
+  auto batch = decode_router_events(body);
+  if (!batch.ok()) throw std::runtime_error("bench message does not decode: " + batch.error().message());
+  return std::move(batch).value();
+}
+
 // Events/s of decoding every message on one thread (no NATS, no tree). Each message's events are
 // dropped before the next message is decoded, as the service's lanes free what they applied:
 // keeping them all would also time the kernel handing out fresh pages for them.
 double decode_rate(const Messages& msgs, std::size_t events) {
   std::size_t seen = 0;
   const auto t0 = Clock::now();
-  for (const auto& [subject, body] : msgs) {
-    auto batch = decode_router_events(body);
-    if (!batch.ok()) throw std::runtime_error("bench message does not decode: " + batch.error().message());
-    seen += batch.value().size();
-  }
+  for (const auto& [subject, body] : msgs) seen += decode_message(body).size();
   const double seconds = seconds_since(t0);
   if (seen != events) throw std::runtime_error("decoded a different number of events");
   return static_cast<double>(events) / seconds;
@@ -215,9 +218,7 @@ std::vector<RouterEvent> decode_all(const Messages& msgs, std::size_t events) {
   std::vector<RouterEvent> decoded;
   decoded.reserve(events);
   for (const auto& [subject, body] : msgs) {
-    auto batch = decode_router_events(body);
-    if (!batch.ok()) throw std::runtime_error("bench message does not decode: " + batch.error().message());
-    for (RouterEvent& e : batch.value()) decoded.push_back(std::move(e));
+    for (RouterEvent& e : decode_message(body)) decoded.push_back(std::move(e));
   }
   return decoded;
 }
