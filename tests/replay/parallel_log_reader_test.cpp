@@ -155,6 +155,29 @@ TEST_CASE("the reader with decode threads hands on what the sequential reader do
   }
 }
 
+TEST_CASE("the reader with decode threads reads lines longer than its chunks, whatever buffers it reuses") {
+  // A line spanning several reads leaves the reader a pending part larger than a read: the chunk
+  // it ends in needs a bigger buffer than the ones decoded chunks give back, and the next chunks
+  // reuse buffers of either size.
+  TempDir dir;
+  const std::string part = make_log_text(4000, false, 11);
+  std::string text = part + "\n{\"worker_id\":1," + std::string(2500000, ' ') + "}\n" + part + "\n" +
+                     std::string(1300000, 'x') + "\n" + part;
+  for (const bool gzip : {false, true}) {
+    CAPTURE(gzip);
+    const std::string path = dir.file(gzip ? "long.jsonl.gz" : "long.jsonl");
+    write_file(path, text, gzip);
+    const Read sequential = read_with(path, BadLinePolicy::skip, 0);
+    REQUIRE(sequential.result.ok());
+    REQUIRE(sequential.result.stats.bad_lines == 2);  // the two long lines
+    REQUIRE(sequential.lines.size() > 8000);
+    for (const std::size_t threads : {1u, 3u}) {
+      CAPTURE(threads);
+      check_same(read_with(path, BadLinePolicy::skip, threads), sequential);
+    }
+  }
+}
+
 TEST_CASE("the reader with decode threads reads plain and gzip logs from stdin as from the file") {
   TempDir dir;
   const std::string text = make_log_text(6000, true, 8);
