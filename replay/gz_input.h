@@ -54,7 +54,8 @@ class GzInput {
   Mode mode_ = Mode::unknown;
   std::string detect_error_;  // a read error while telling the mode, reported by read()
   std::unique_ptr<Inflater> inflater_;
-  bool member_done_ = false;  // the current gzip member ended (its checksum verified)
+  bool member_done_ = false;     // the current gzip member ended (its checksum verified)
+  bool member_checked_ = false;  // the current member's flags were checked (read_gzip)
 };
 
 }  // namespace kvidx
