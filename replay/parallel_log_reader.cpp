@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "replay/gz_input.h"
@@ -23,6 +24,21 @@ struct ChunkText {
   std::unique_ptr<char[]> data;
   std::size_t capacity = 0;
   std::size_t size = 0;
+
+  ChunkText() = default;
+  // Invariant: capacity is the size of data's allocation, so a moved-from text has none.
+  ChunkText(ChunkText&& other) noexcept
+      : data(std::move(other.data)), capacity(std::exchange(other.capacity, 0)), size(std::exchange(other.size, 0)) {}
+  ChunkText& operator=(ChunkText&& other) noexcept {
+    data = std::move(other.data);
+    capacity = std::exchange(other.capacity, 0);
+    size = std::exchange(other.size, 0);
+    return *this;
+  }
+  ChunkText(const ChunkText&) = delete;
+  ChunkText& operator=(const ChunkText&) = delete;
+  ~ChunkText() = default;
+
   std::string_view view() const { return {data.get(), size}; }
   // Room for `bytes`; the contents are kept only when nothing had to be allocated.
   void reserve_fresh(std::size_t bytes) {
@@ -111,7 +127,6 @@ class ChunkWindow {
     std::lock_guard lock(mutex_);
     chunk->decoded = true;
     if (spare_texts_.size() < window_) spare_texts_.push_back(std::move(chunk->text));
-    chunk->text = ChunkText{};
     ready_.notify_all();
   }
   // Reader: a buffer a decoded chunk gave back (empty if none). NOTE: a reused megabyte is already
@@ -159,9 +174,9 @@ class ChunkWindow {
 std::string read_chunks(GzInput& input, const std::string& path, ChunkWindow& window, std::uint64_t& total) {
   std::string pending;  // a line not yet complete
   std::string error;
+  ChunkText text;  // NOTE: kept by a read that ends no line; a pushed chunk takes it
   while (true) {
     // The input is read straight into the chunk's text, after the line the last read left open.
-    ChunkText text = window.spare_text();
     text.reserve_fresh(pending.size() + kReadBlock);
     std::memcpy(text.data.get(), pending.data(), pending.size());
     const long n = input.read(text.data.get() + pending.size(), static_cast<unsigned>(kReadBlock), error);
@@ -180,6 +195,7 @@ std::string read_chunks(GzInput& input, const std::string& path, ChunkWindow& wi
     chunk->text = std::move(text);
     chunk->file_bytes = input.offset();
     if (!window.push(std::move(chunk))) return {};
+    text = window.spare_text();  // a buffer a decoded chunk gave back, or none yet
   }
   if (!pending.empty()) {  // the last line, without a newline
     auto chunk = std::make_unique<Chunk>();
