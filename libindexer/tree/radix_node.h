@@ -18,6 +18,7 @@
 
 #include "libindexer/protocol.h"
 #include "libindexer/tree/edge_coverage.h"
+#include "libindexer/tree/edge_fingerprint.h"
 #include "libindexer/tree/edge_names.h"
 
 namespace kvidx {
@@ -124,7 +125,7 @@ struct ParentEdgeStep {
 class RadixNode {
  public:
   RadixNode(std::uint32_t start_depth, std::vector<EdgeBlock> edge)
-      : start_depth_(start_depth), edge_(std::move(edge)) {}
+      : start_depth_(start_depth), edge_(std::move(edge)), edge_fingerprint_(edge_fingerprint(edge_, start_depth_)) {}
   RadixNode(const RadixNode&) = delete;
   RadixNode& operator=(const RadixNode&) = delete;
   ~RadixNode() = default;
@@ -175,6 +176,9 @@ class RadixNode {
 
   // Everything below is guarded by mutex_.
   std::vector<EdgeBlock> edge_;
+  // Sum of the edge's fingerprint terms (edge_fingerprint.h). Every change of edge_ updates it:
+  // the constructor, in-place growth (tree_store.cpp), split (tree_store.cpp), merge (tree_merge.cpp).
+  std::uint64_t edge_fingerprint_;
   EdgeCoverage coverage_;
   HolderNames names_;  // holders' own external hashes where they differ from edge_'s (edge_names.h)
   ChildTable children_;

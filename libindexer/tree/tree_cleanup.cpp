@@ -133,6 +133,7 @@ void ConcurrentRadixTree::dismantle(NodeRef subtree_root, CleanupStats& stats) {
     node_count_.fetch_sub(1, std::memory_order_relaxed);
     attached_blocks_.fetch_sub(node->edge_.size(), std::memory_order_relaxed);
     std::vector<EdgeBlock>().swap(node->edge_);  // stale lookups may pin the node; free its edge
+    node->edge_fingerprint_ = 0;
     node->continuation_ = NodeRef{};
     for (auto& [key, child] : node->children_.take_all()) stack.push_back(std::move(child));
   }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "libindexer/tree/cache_prefetch.h"
+
 namespace kvidx {
 
 namespace {
@@ -38,8 +40,16 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
     lock = std::move(child_lock);  // NOTE: hand over hand: child locked before parent released
     node = child;
 
+    // The coverage is read after the edge is matched: start loading it now (it is usually cold).
+    prefetch_line(child->coverage_.entries().data());
     const std::uint32_t length = child->edge_length();
     std::uint32_t matched = 1;  // the child key is the edge's first local hash
+    // A query reaching past the edge matches it whole when the fingerprints agree, without reading
+    // the edge's blocks (edge_fingerprint.h); otherwise the blocks say how far it matches.
+    if (length > 1 && query.size() - depth >= length &&
+        query_fingerprint(query.subspan(depth, length), depth) == child->edge_fingerprint_) {
+      matched = length;
+    }
     while (matched < length && depth + matched < query.size() &&
            child->edge_[matched].local == query[depth + matched]) {
       ++matched;
@@ -92,7 +102,13 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
   for (const auto& hit : hits) {
     if (hit.score > 0) ++out.frequencies[hit.score - 1];
   }
-  for (std::size_t d = max_score; d-- > 1;) out.frequencies[d - 1] += out.frequencies[d];
+  // Suffix sums in a register: a loop adding each entry into the one before it waits on a store
+  // per step.
+  std::size_t reaching = 0;
+  for (std::size_t d = max_score; d-- > 0;) {
+    reaching += out.frequencies[d];
+    out.frequencies[d] = reaching;
+  }
   return out;
 }
 

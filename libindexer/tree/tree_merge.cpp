@@ -40,6 +40,7 @@ std::size_t ConcurrentRadixTree::merge_only_children_locked(const NodeRef& paren
     parent.children_.erase(child.edge_.front().local);
     parent.edge_.reserve(offset + child.edge_.size());  // exactly: no growth slack on a joined edge
     parent.edge_.insert(parent.edge_.end(), child.edge_.begin(), child.edge_.end());
+    parent.edge_fingerprint_ += child.edge_fingerprint_;  // same depths: the child starts at offset
     for (const auto& entry : child.coverage_.entries()) parent.set_coverage(entry.slot, offset + entry.covered);
     parent.names_.append(std::move(child.names_), offset, parent.edge_);
     parent.children_ = std::move(child.children_);
@@ -52,6 +53,7 @@ std::size_t ConcurrentRadixTree::merge_only_children_locked(const NodeRef& paren
     child.coverage_.clear();
     child.names_.clear();
     std::vector<EdgeBlock>().swap(child.edge_);  // stale lookups may pin the node; free its edge
+    child.edge_fingerprint_ = 0;
     child.detached_ = true;
     child.merged_into_ = parent_ref;
     ++child.shape_version_;

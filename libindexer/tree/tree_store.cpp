@@ -103,7 +103,10 @@ void ConcurrentRadixTree::extend_from(WorkerLookup& lookup, WorkerSlot slot, Nod
       // Decode-style growth: a never-internal edge grows in place; holders of the old tail become
       // partial holders automatically because coverage is a count of leading blocks.
       const std::uint32_t start = n.edge_length();
-      for (const auto& block : blocks) n.edge_.push_back(EdgeBlock{block.tokens_hash, block.block_hash});
+      for (const auto& block : blocks) {
+        n.edge_fingerprint_ += fingerprint_term(block.tokens_hash, n.end_depth());
+        n.edge_.push_back(EdgeBlock{block.tokens_hash, block.block_hash});
+      }
       // The new blocks are named by this stream (canonical). Nobody else held past the old tail.
       n.set_coverage(slot, n.edge_length());
       registry_.add_blocks(slot, static_cast<std::int64_t>(blocks.size()));
@@ -122,6 +125,7 @@ void ConcurrentRadixTree::split_locked(RadixNode& node, std::uint32_t keep) {
   std::vector<EdgeBlock> tail(node.edge_.begin() + keep, node.edge_.end());
   node.edge_.resize(keep);
   NodeRef suffix(new RadixNode(node.start_depth_ + keep, std::move(tail)));
+  node.edge_fingerprint_ -= suffix->edge_fingerprint_;
   // The suffix is invisible until node's lock is released, so it is filled without its own lock.
   suffix->coverage_ = node.coverage_.split_off(keep);
   suffix->names_ = node.names_.split_off(keep);

@@ -170,6 +170,13 @@ void verify(const LaneIndexer& index, const TierModels& models, const Scenario& 
       }
     }
   }
+  // Every split, merge and growth kept each node's edge fingerprint equal to its edge's.
+  for (const StorageTier tier : kStorageTiers) {
+    if (const ConcurrentRadixTree* tree = index.tier_tree(tier)) {
+      INFO("seed " << scenario.seed << " op " << op << " tier " << to_string(tier));
+      REQUIRE(RadixTreeTestPeer::stale_fingerprints(*tree) == 0);
+    }
+  }
   for (int q = 0; q < 24; ++q) {
     Path query;
     // Half the queries follow a held path (then maybe wander off), half are random.

@@ -1,0 +1,46 @@
+// Edge fingerprints: a query matches a whole edge without reading the edge's blocks.
+//
+// A node keeps the wrapping sum of term(local, depth) over its edge's blocks. A query that reaches
+// past an edge's end sums the same terms over its own blocks at those depths (the query is hot in
+// cache, the edge usually is not) and compares one word instead of the edge's run of blocks. Only
+// an edge the query does not match whole (a mismatch, or the query ends inside it) is read block by
+// block, to find how far the match goes.
+//
+// term() is a bijection of the local hash for a given depth (xor, odd multiply and xor-shift each
+// are), so two runs that differ in one block always differ in fingerprint. Runs that differ in two
+// or more blocks collide with probability about 2^-64, the same odds as two different token
+// blocks sharing a 64-bit local hash, which the whole index already takes as identity.
+//
+// Because the depth is absolute (from the root) and the sum wraps, fingerprints are additive: a
+// split leaves the prefix `whole - suffix`, a merge gives the parent `parent + child`, in-place
+// growth adds the new blocks' terms. Nothing is rehashed when the tree changes shape.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "libindexer/protocol.h"
+#include "libindexer/tree/edge_names.h"
+
+namespace kvidx {
+
+inline std::uint64_t fingerprint_term(LocalBlockHash local, std::uint32_t depth) {
+  std::uint64_t x = (local.value ^ ((depth + 1ULL) * 0x9E3779B97F4A7C15ULL)) * 0xBF58476D1CE4E5B9ULL;
+  x ^= x >> 31;
+  return x * 0x94D049BB133111EBULL;
+}
+
+// Fingerprint of locals[i] at depth start_depth + i.
+inline std::uint64_t query_fingerprint(std::span<const LocalBlockHash> locals, std::uint32_t start_depth) {
+  std::uint64_t sum = 0;
+  for (std::uint32_t i = 0; i < locals.size(); ++i) sum += fingerprint_term(locals[i], start_depth + i);
+  return sum;
+}
+
+inline std::uint64_t edge_fingerprint(std::span<const EdgeBlock> edge, std::uint32_t start_depth) {
+  std::uint64_t sum = 0;
+  for (std::uint32_t i = 0; i < edge.size(); ++i) sum += fingerprint_term(edge[i].local, start_depth + i);
+  return sum;
+}
+
+}  // namespace kvidx
