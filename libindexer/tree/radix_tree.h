@@ -45,6 +45,10 @@
 //   only try-locks it, so it never waits for a dump (it is left to the next cleanup).
 // - External hashes are per-stream names (edge_names.h): a block is its local-hash path; a stream's
 //   Removed, Stored parent and dump use the name that stream gave it (RadixNode::name_of).
+// - Every node's `edge_fingerprint_` is the fingerprint of its edge at its depths
+//   (edge_fingerprint.h), kept under the node's exclusive lock by every change of the edge (growth,
+//   split, merge, freeing); find_matches takes a query that reaches past an edge with an equal
+//   fingerprint as matching the whole edge.
 #pragma once
 
 #include <atomic>
