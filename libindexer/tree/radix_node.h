@@ -177,7 +177,8 @@ class RadixNode {
   // Everything below is guarded by mutex_.
   std::vector<EdgeBlock> edge_;
   // Sum of the edge's fingerprint terms (edge_fingerprint.h). Every change of edge_ updates it:
-  // the constructor, in-place growth (tree_store.cpp), split (tree_store.cpp), merge (tree_merge.cpp).
+  // the constructor, in-place growth and split (tree_store.cpp), merge (tree_merge.cpp), and
+  // freeing the edge (tree_merge.cpp, tree_cleanup.cpp: 0, the sum of no terms).
   std::uint64_t edge_fingerprint_;
   EdgeCoverage coverage_;
   HolderNames names_;  // holders' own external hashes where they differ from edge_'s (edge_names.h)
