@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <shared_mutex>
 #include <utility>
 
 #include "libindexer/tree/linear_probing.h"

@@ -28,7 +28,7 @@ std::vector<RouterEvent> ConcurrentRadixTree::dump_events() const {
   std::vector<Pending> stack;
   // NOTE: the walk releases a node before it visits the children it noted; a merge in between
   // would move a child's blocks up into a node already dumped. Merges wait while this is held.
-  SharedLock gate(merge_gate_);
+  std::shared_lock gate(merge_gate_);
   {
     SharedLock root_lock(root_->mutex_);
     for (const auto& [key, child] : root_->children_.entries()) stack.push_back(Pending{child, nullptr, {}});
