@@ -11,16 +11,12 @@ inline void cpu_relax() noexcept {
 
 }  // namespace
 
-void NodeLock::lock_slow() noexcept {
-  // NOTE: announced before waiting, so readers arriving from now on queue behind this writer.
-  state_.fetch_add(kWaitingWriter, std::memory_order_relaxed);
+template <typename Take>
+void NodeLock::acquire_when_clear(std::uint32_t blockers, Take take) noexcept {
   for (int spins = 0;;) {
     std::uint32_t seen = state_.load(std::memory_order_relaxed);
-    if ((seen & (kWriter | kReaderMask)) == 0) {
-      if (state_.compare_exchange_weak(seen, (seen - kWaitingWriter) | kWriter, std::memory_order_acquire,
-                                       std::memory_order_relaxed)) {
-        return;
-      }
+    if ((seen & blockers) == 0) {
+      if (state_.compare_exchange_weak(seen, take(seen), std::memory_order_acquire, std::memory_order_relaxed)) return;
       continue;
     }
     if (spins < kSpins) {
@@ -32,20 +28,14 @@ void NodeLock::lock_slow() noexcept {
   }
 }
 
+void NodeLock::lock_slow() noexcept {
+  // NOTE: announced before waiting, so readers arriving from now on queue behind this writer.
+  state_.fetch_add(kWaitingWriter, std::memory_order_relaxed);
+  acquire_when_clear(kWriter | kReaderMask, [](std::uint32_t seen) { return (seen - kWaitingWriter) | kWriter; });
+}
+
 void NodeLock::lock_shared_slow() noexcept {
-  for (int spins = 0;;) {
-    std::uint32_t seen = state_.load(std::memory_order_relaxed);
-    if ((seen & kHoldsOffReaders) == 0) {
-      if (state_.compare_exchange_weak(seen, seen + 1, std::memory_order_acquire, std::memory_order_relaxed)) return;
-      continue;
-    }
-    if (spins < kSpins) {
-      ++spins;
-      cpu_relax();
-      continue;
-    }
-    sleep_on(seen);
-  }
+  acquire_when_clear(kHoldsOffReaders, [](std::uint32_t seen) { return seen + 1; });
 }
 
 void NodeLock::sleep_on(std::uint32_t seen) noexcept {

@@ -102,6 +102,10 @@ class NodeLock {
 
   void lock_slow() noexcept;
   void lock_shared_slow() noexcept;
+  // Replaces the word `seen` with take(seen) once none of `blockers` is set in it; spins a little,
+  // then sleeps.
+  template <typename Take>
+  void acquire_when_clear(std::uint32_t blockers, Take take) noexcept;
   // Sleeps until the word changes from `seen`, first marking it so the next release notifies.
   void sleep_on(std::uint32_t seen) noexcept;
 
