@@ -8,12 +8,12 @@
 // per-stream state: worker_lookup.h and worker_registry.h. The invariants below hold across all of them.
 //
 // Concurrency scheme and invariants
-// - Every node has a NodeLock (node_lock.h): a 4-byte reader-writer lock that prefers writers, so
-//   no thread takes a node's lock while it holds that node's lock, shared or not (with a writer
-//   waiting in between, the second shared lock would wait forever). Readers take shared locks hand
-//   over hand from the root (the child is locked before the parent is released), so a reader never
-//   sees a node after it left the tree unless it was already inside it, and reads each node's edge,
-//   coverage and children as one consistent state.
+// - Every node has a NodeLock (node_lock.h): a 4-byte reader-writer lock that prefers writers.
+//   Hence no thread takes a node's lock while it holds that node's lock, shared or not (with a
+//   writer waiting in between, the second shared lock would wait forever). Readers take shared
+//   locks hand over hand from the root (the child is locked before the parent is released), so a
+//   reader never sees a node after it left the tree unless it was already inside it, and reads each
+//   node's edge, coverage and children as one consistent state.
 // - Writers take exclusive locks, always ancestor before descendant (root-down descent, split
 //   continuations, subtree walks). Nobody locks upward, so there is no lock-order cycle. A writer
 //   holds at most two node locks at a time, and only while moving down.
