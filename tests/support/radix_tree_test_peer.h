@@ -74,22 +74,14 @@ class RadixTreeTestPeer {
 
   // Nodes whose kept edge fingerprint differs from one recomputed from their edge (edge_fingerprint.h).
   static std::size_t stale_fingerprints(const ConcurrentRadixTree& tree) {
-    return stale_fingerprints_below(*tree.root_);
-  }
-
- private:
-  static std::size_t stale_fingerprints_below(const RadixNode& node) {
-    std::vector<NodeRef> children;
     std::size_t stale = 0;
-    {
-      std::shared_lock lock(node.mutex_);
+    tree.for_each_node([&](const RadixNode& node) {
       if (node.edge_fingerprint_ != edge_fingerprint(node.edge_, node.start_depth_)) ++stale;
-      for (const auto& [key, child] : node.children_.entries()) children.push_back(child);
-    }
-    for (const auto& child : children) stale += stale_fingerprints_below(*child);
+    });
     return stale;
   }
 
+ private:
   static std::vector<EdgeTopologyForTest> topology_below(const RadixNode& node) {
     std::vector<NodeRef> children;
     {
