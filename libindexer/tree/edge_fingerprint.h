@@ -30,17 +30,23 @@ inline std::uint64_t fingerprint_term(LocalBlockHash local, std::uint32_t depth)
   return x * 0x94D049BB133111EBULL;
 }
 
-// Fingerprint of locals[i] at depth start_depth + i.
-inline std::uint64_t query_fingerprint(std::span<const LocalBlockHash> locals, std::uint32_t start_depth) {
+inline LocalBlockHash local_of(LocalBlockHash local) { return local; }
+inline LocalBlockHash local_of(const EdgeBlock& block) { return block.local; }
+
+// Fingerprint of run[i]'s local hash at depth start_depth + i. NOTE: one sum for queries and edges
+// alike: find_matches trusts their equality, so they must never compute differently.
+template <typename Block>
+std::uint64_t run_fingerprint(std::span<const Block> run, std::uint32_t start_depth) {
   std::uint64_t sum = 0;
-  for (std::uint32_t i = 0; i < locals.size(); ++i) sum += fingerprint_term(locals[i], start_depth + i);
+  for (std::uint32_t i = 0; i < run.size(); ++i) sum += fingerprint_term(local_of(run[i]), start_depth + i);
   return sum;
 }
 
+inline std::uint64_t query_fingerprint(std::span<const LocalBlockHash> locals, std::uint32_t start_depth) {
+  return run_fingerprint(locals, start_depth);
+}
 inline std::uint64_t edge_fingerprint(std::span<const EdgeBlock> edge, std::uint32_t start_depth) {
-  std::uint64_t sum = 0;
-  for (std::uint32_t i = 0; i < edge.size(); ++i) sum += fingerprint_term(edge[i].local, start_depth + i);
-  return sum;
+  return run_fingerprint(edge, start_depth);
 }
 
 }  // namespace kvidx
