@@ -402,6 +402,14 @@ std::size_t carried_blocks(const RouterEvent& event) {
 void LaneIndexer::run_lane(Lane& lane) {
   std::vector<LaneTask> batch;
   std::size_t batch_blocks = 0;
+  // The batch's barriers, with the lane's health when each was reached. Invariant: a barrier
+  // arrives only once the lane has let go of the batch it came in (destroyed it, or handed a small
+  // one back for the next push to destroy), so when flush() returns no lane still holds a large
+  // batch of events queued before it: memory measured then (the benches' RSS rows) or events
+  // acknowledged then (the service's JetStream acks) are not still held by a lane.
+  std::vector<std::pair<std::shared_ptr<Completion>, bool>> arrivals;
+  arrivals.reserve(8);
+  bool stopping = false;
   while (true) {
     {
       std::unique_lock lock(lane.mutex);
@@ -422,13 +430,25 @@ void LaneIndexer::run_lane(Lane& lane) {
         lock.lock();
       }
       batch_blocks = 0;
+      if (!arrivals.empty()) {
+        lock.unlock();
+        // NOTE: barriers complete even on a failed lane, so callers never wait forever. Each
+        // reference goes as its barrier arrives, so none outlives the batch past the next arrival.
+        for (auto& [completion, healthy] : arrivals) std::exchange(completion, nullptr)->arrive(healthy);
+        arrivals.clear();
+        lock.lock();
+      }
+      if (stopping) return;
       lane.wake.wait(lock, [&] { return !lane.queue.empty(); });
       // NOTE: swap, not copy: the vectors keep their capacity (the spent ones come back empty from
       // the pushing side in exchange), so a busy lane stops allocating.
       batch.swap(lane.queue);
     }
     for (auto& task : batch) {
-      if (task.kind == TaskKind::stop) return;  // stop is always the last task ever queued
+      if (task.kind == TaskKind::stop) {  // stop is always the last task ever queued
+        stopping = true;
+        break;
+      }
       batch_blocks += carried_blocks(task.event);
       try {
         run_task(lane, task);
@@ -437,8 +457,7 @@ void LaneIndexer::run_lane(Lane& lane) {
       } catch (...) {
         fail_lane(lane, "unknown exception");
       }
-      // NOTE: barriers complete even on a failed lane, so callers never wait forever.
-      if (task.completion) task.completion->arrive(!lane.failed);
+      if (task.completion) arrivals.emplace_back(task.completion, !lane.failed);
     }
   }
 }

@@ -168,8 +168,10 @@ class LaneIndexer {
   // offline: then some events may have been queued and the rest dropped.
   IndexerStatus enqueue_events(std::span<RouterEvent> events);
 
-  // FIFO barrier over every lane (blocking). In approximate mode it first queues the synthetic
-  // Removed events of everything expired (or over the size cap) by now.
+  // FIFO barrier over every lane (blocking): returns once every event queued before it is applied
+  // and its lane has let go of it (freed it, or handed it back to be freed by the next push: at
+  // most kSpentHandBackBlocks blocks' worth per lane). In approximate mode it first queues the
+  // synthetic Removed events of everything expired (or over the size cap) by now.
   IndexerStatus flush();
   // FIFO barrier over the lane of one stream (assigning it if new).
   IndexerStatus flush_stream(WorkerWithDpRank stream);

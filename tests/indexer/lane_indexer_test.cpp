@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -618,4 +619,33 @@ TEST_CASE("a lane destroys a large applied batch itself rather than keep it for 
   }
   CHECK(LaneIndexerTestPeer::spent_tasks_waiting(index, 0) == 1);
   CHECK(index.shard_sizes().worker_count == events);
+}
+
+TEST_CASE("a barrier arrives only after its lane has let go of the batch it came in") {
+  LaneIndexer index(1);
+  SUBCASE("a large batch: destroyed by the lane before the barrier returns") {
+    // Large enough that freeing it takes the lane far longer than waking the waiter does.
+    constexpr std::size_t kEvents = 4 * LaneIndexerTestPeer::kSpentHandBackTasks;
+    std::vector<RouterEvent> events;
+    for (std::size_t i = 0; i < kEvents; ++i) {
+      events.push_back(make_store_event(1 + i, {i + 1, i + 2, i + 3, i + 4, i + 5, i + 6, i + 7, i + 8}));
+    }
+    std::weak_ptr<void> marker;
+    REQUIRE(LaneIndexerTestPeer::push_batch_and_flush(index, 0, std::move(events), marker) == IndexerStatus::ok);
+    // Checked at once, with no waiting: a lane that arrived first and freed afterwards fails here.
+    CHECK(marker.expired());
+    CHECK(LaneIndexerTestPeer::spent_tasks_waiting(index, 0) == 0);
+    CHECK(index.shard_sizes().worker_count == kEvents);
+  }
+  SUBCASE("a small batch: handed back before the barrier returns, freed by the next push") {
+    std::weak_ptr<void> marker;
+    REQUIRE(LaneIndexerTestPeer::push_batch_and_flush(index, 0, {make_store_event(1, {1, 2})}, marker) ==
+            IndexerStatus::ok);
+    CHECK(LaneIndexerTestPeer::spent_tasks_waiting(index, 0) == 3);  // the event and both barriers
+    CHECK_FALSE(marker.expired());
+    apply(index, make_store_event(2, {1, 2}));
+    CHECK(marker.expired());
+    flush_and_settle(index);
+    assert_score(index, {1, 2}, worker(2, 0), 2);
+  }
 }
