@@ -130,6 +130,10 @@ class alignas(64) RadixNode {
   RadixNode& operator=(const RadixNode&) = delete;
   ~RadixNode() = default;
 
+  // Depth of the edge's first block: fixed at construction (a split never moves it), so it is read
+  // without the lock.
+  std::uint32_t start_depth() const { return start_depth_; }
+
   // Reference to the child whose edge starts with `key`, or null.
   NodeRef child_snapshot(LocalBlockHash key) const;
 

@@ -1,8 +1,6 @@
 #include "libindexer/tree/worker_lookup.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <utility>
 
 #include "libindexer/tree/linear_probing.h"
@@ -10,55 +8,51 @@
 
 namespace kvidx {
 
-static_assert(sizeof(void*) == 8, "WorkerLookup packs a depth into a 64-bit pointer");
-static_assert(alignof(RadixNode) >= 8, "WorkerLookup packs depth bits into a node pointer's low 3 bits");
+namespace {
 
-WorkerLookup::PackedEntry WorkerLookup::PackedEntry::adopt(RadixNode* node, std::uint32_t depth) {
-  const auto address = reinterpret_cast<std::uint64_t>(node);
-  // NOTE: a pointer above 48 bits would lose its top bits; no supported platform hands out such
-  // user-space addresses unless asked (mmap hints), so this is a broken build, not bad input.
-  if ((address & ~kPointerMask) != 0) {
-    std::fprintf(stderr, "kvidx: WorkerLookup: node address %p does not fit 48 bits\n", static_cast<void*>(node));
-    std::abort();
-  }
-  PackedEntry out;
-  out.word_ = address;  // the word owns the reference the caller handed over
-  out.set_depth_bits(depth);
-  return out;
-}
+// Frees a node slot claimed for entries that never went in (an allocation failed part way).
+template <typename Lookup>
+struct UnusedSlotGuard {
+  Lookup& lookup;
+  std::uint32_t node_slot;
+  ~UnusedSlotGuard() { lookup(node_slot); }
+};
 
-WorkerLookup::PackedEntry WorkerLookup::PackedEntry::pack(const NodeRef& node, std::uint32_t depth) {
-  return adopt(NodeRef(node).release(), depth);
-}
-
-void WorkerLookup::PackedEntry::release() {
-  if (!holds()) {
-    word_ = 0;  // free already, or a mark (which owns no reference)
-    return;
-  }
-  const NodeRef owned = NodeRef::adopt(node());  // drops the packed reference when it goes out of scope
-  word_ = 0;
-}
+}  // namespace
 
 WorkerLookup::WorkerLookup(WorkerLookup&& other) noexcept
     : slot(other.slot),
-      buckets_(std::move(other.buckets_)),
+      buckets_(std::exchange(other.buckets_, {})),
       size_(std::exchange(other.size_, 0)),
       marks_(std::exchange(other.marks_, 0)),
+      node_slots_(std::exchange(other.node_slots_, {})),
+      node_index_(std::exchange(other.node_index_, {})),
+      free_head_(std::exchange(other.free_head_, 0)),
+      free_slots_(std::exchange(other.free_slots_, 0)),
+      max_node_slots_(other.max_node_slots_),
       deep_depths_(std::move(other.deep_depths_)),
+      spilled_(std::move(other.spilled_)),
       found_(std::exchange(other.found_, LookupEntry{})) {
-  other.buckets_.clear();
+  other.deep_depths_.clear();
+  other.spilled_.clear();
 }
 
 WorkerLookup& WorkerLookup::operator=(WorkerLookup&& other) noexcept {
   if (this == &other) return *this;
   release_all();
   slot = other.slot;
-  buckets_ = std::move(other.buckets_);
-  other.buckets_.clear();
+  buckets_ = std::exchange(other.buckets_, {});
   size_ = std::exchange(other.size_, 0);
   marks_ = std::exchange(other.marks_, 0);
+  node_slots_ = std::exchange(other.node_slots_, {});
+  node_index_ = std::exchange(other.node_index_, {});
+  free_head_ = std::exchange(other.free_head_, 0);
+  free_slots_ = std::exchange(other.free_slots_, 0);
+  max_node_slots_ = other.max_node_slots_;
   deep_depths_ = std::move(other.deep_depths_);
+  other.deep_depths_.clear();
+  spilled_ = std::move(other.spilled_);
+  other.spilled_.clear();
   found_ = std::exchange(other.found_, LookupEntry{});
   return *this;
 }
@@ -66,45 +60,40 @@ WorkerLookup& WorkerLookup::operator=(WorkerLookup&& other) noexcept {
 WorkerLookup::~WorkerLookup() { release_all(); }
 
 void WorkerLookup::release_all() {
+  for (const auto& node_slot : node_slots_) {
+    if (node_slot.node != nullptr) NodeRef::release_many(node_slot.node, 1);
+  }
+  node_slots_.clear();
+  std::fill(node_index_.begin(), node_index_.end(), 0);
+  free_head_ = 0;
+  free_slots_ = 0;
   // NOTE: the buckets stay allocated and free: a stream that clears usually stores again at once.
-  for (auto& bucket : buckets_) bucket.entry.release();
-  reset_counts();
+  std::fill(buckets_.begin(), buckets_.end(), Bucket{});
+  reset_counts();  // the spilled entries' references go with spilled_
 }
 
 void WorkerLookup::reset_counts() {
   size_ = 0;
   marks_ = 0;
   deep_depths_.clear();
+  spilled_.clear();
   found_ = LookupEntry{};
 }
 
 std::uint32_t WorkerLookup::depth_of(const Bucket& bucket) const {
-  const std::uint32_t bits = bucket.entry.depth_bits();
-  return bits == PackedEntry::kDeepDepth ? deep_depths_.at(bucket.key) : bits;
+  if (!in_table(bucket.word)) return spilled_.at(bucket.key()).depth;
+  if (is_deep(bucket.word)) return deep_depths_.at(bucket.key());
+  return node_slots_[slot_in(bucket.word) - 1].start_depth + (bucket.word & kDeepOffset);
+}
+
+RadixNode* WorkerLookup::node_of(const Bucket& bucket) const {
+  return in_table(bucket.word) ? node_slots_[slot_in(bucket.word) - 1].node : spilled_.at(bucket.key()).node.get();
 }
 
 const LookupEntry& WorkerLookup::entry_of(const Bucket& bucket) const {
-  found_.node = NodeRef(bucket.entry.node());
+  found_.node = NodeRef(node_of(bucket));
   found_.depth = depth_of(bucket);
   return found_;
-}
-
-std::uint32_t WorkerLookup::depth_bits_for(std::uint64_t key, std::uint32_t depth) {
-  if (depth >= PackedEntry::kDeepDepth) {
-    deep_depths_[key] = depth;
-    return PackedEntry::kDeepDepth;
-  }
-  if (!deep_depths_.empty()) deep_depths_.erase(key);
-  return depth;
-}
-
-void WorkerLookup::assign(Bucket& bucket, const NodeRef& node, std::uint32_t depth_bits) {
-  if (!bucket.entry.empty() && bucket.entry.node() == node.get()) {
-    bucket.entry.set_depth_bits(depth_bits);  // same node: no reference-count traffic
-    return;
-  }
-  bucket.entry.release();
-  bucket.entry = PackedEntry::pack(node, depth_bits);
 }
 
 const WorkerLookup::Bucket* WorkerLookup::bucket_of(ExternalSequenceBlockHash hash) const {
@@ -112,50 +101,53 @@ const WorkerLookup::Bucket* WorkerLookup::bucket_of(ExternalSequenceBlockHash ha
   const std::size_t mask = buckets_.size() - 1;
   for (std::size_t i = home(hash.value);; i = (i + 1) & mask) {
     const Bucket& bucket = buckets_[i];
-    if (bucket.entry.empty()) return nullptr;
-    if (bucket.key == hash.value) return &bucket;
+    if (bucket.empty()) return nullptr;
+    if (bucket.key() == hash.value) return &bucket;
   }
 }
 
 const LookupEntry* WorkerLookup::find(ExternalSequenceBlockHash hash) const {
   const Bucket* bucket = bucket_of(hash);
-  return bucket == nullptr || !bucket->entry.holds() ? nullptr : &entry_of(*bucket);
+  return bucket == nullptr || !bucket->holds() ? nullptr : &entry_of(*bucket);
 }
 
 std::optional<WorkerLookup::Peeked> WorkerLookup::peek(ExternalSequenceBlockHash hash) const {
   const Bucket* bucket = bucket_of(hash);
-  if (bucket == nullptr || !bucket->entry.holds()) return std::nullopt;
-  return Peeked{bucket->entry.node(), depth_of(*bucket)};
+  if (bucket == nullptr || !bucket->holds()) return std::nullopt;
+  return Peeked{node_of(*bucket), depth_of(*bucket)};
 }
 
 void WorkerLookup::rehash(std::size_t new_capacity) {
-  // NOTE: buckets move as raw words: each packed reference (and each mark) moves with its bucket.
+  // NOTE: buckets move as raw words: slot uses and side-map records name keys, not positions.
   std::vector<Bucket> old = std::exchange(buckets_, std::vector<Bucket>(new_capacity));
   const std::size_t mask = new_capacity - 1;
   for (const auto& bucket : old) {
-    if (bucket.entry.empty()) continue;
-    std::size_t i = home(bucket.key);
-    while (!buckets_[i].entry.empty()) i = (i + 1) & mask;
+    if (bucket.empty()) continue;
+    std::size_t i = home(bucket.key());
+    while (!buckets_[i].empty()) i = (i + 1) & mask;
     buckets_[i] = bucket;
   }
 }
 
-WorkerLookup::Bucket& WorkerLookup::bucket_for_insert(ExternalSequenceBlockHash hash) {
+void WorkerLookup::make_room() {
   // Keep the load factor (entries and marks) at or below 3/4 so probe runs stay short.
   if ((size_ + marks_ + 1) * 4 > buckets_.size() * 3) rehash(buckets_.empty() ? 16 : buckets_.size() * 2);
+}
+
+WorkerLookup::Bucket& WorkerLookup::claim_bucket(std::uint64_t key) {
   const std::size_t mask = buckets_.size() - 1;
-  for (std::size_t i = home(hash.value);; i = (i + 1) & mask) {
+  for (std::size_t i = home(key);; i = (i + 1) & mask) {
     Bucket& bucket = buckets_[i];
-    if (bucket.entry.empty()) {
-      // NOTE: counted now; the caller fills the entry before anything else reads this lookup.
-      bucket.key = hash.value;
+    if (bucket.empty()) {
+      // NOTE: counted now; the caller fills the word before anything else reads this lookup.
+      bucket.set_key(key);
       ++size_;
       return bucket;
     }
-    if (bucket.key == hash.value) {
-      if (bucket.entry.is_mark()) {
+    if (bucket.key() == key) {
+      if (bucket.is_mark()) {
         // Stored again: held, no longer dropped. NOTE: like a claimed bucket, filled by the caller.
-        bucket.entry = PackedEntry{};
+        bucket.word = 0;
         --marks_;
         ++size_;
       }
@@ -164,148 +156,197 @@ WorkerLookup::Bucket& WorkerLookup::bucket_for_insert(ExternalSequenceBlockHash 
   }
 }
 
-// NOTE (here and in insert_run): the depth bits first, then the bucket, which is filled at once:
-// only those two steps allocate (and may throw), and neither then leaves a claimed bucket empty.
+std::uint32_t WorkerLookup::find_node_slot(const RadixNode* node) const {
+  if (node_index_.empty()) return 0;
+  const std::size_t mask = node_index_.size() - 1;
+  for (std::size_t i = node_home(node); node_index_[i] != 0; i = (i + 1) & mask) {
+    if (node_slots_[node_index_[i] - 1].node == node) return node_index_[i];
+  }
+  return 0;
+}
+
+void WorkerLookup::rehash_node_index(std::size_t new_capacity) {
+  node_index_.assign(new_capacity, 0);
+  const std::size_t mask = new_capacity - 1;
+  for (std::uint32_t s = 1; s <= node_slots_.size(); ++s) {
+    const RadixNode* node = node_slots_[s - 1].node;
+    if (node == nullptr) continue;  // a free slot
+    std::size_t i = node_home(node);
+    while (node_index_[i] != 0) i = (i + 1) & mask;
+    node_index_[i] = s;
+  }
+}
+
+std::uint32_t WorkerLookup::claim_node_slot(RadixNode* node) {
+  if (const std::uint32_t found = find_node_slot(node); found != 0) return found;
+  const std::size_t live = node_count();
+  if (live >= max_node_slots_) return 0;  // the entry spills
+  // NOTE: what allocates comes first; the reference is taken last, when nothing can throw.
+  if ((live + 1) * 2 > node_index_.size()) rehash_node_index(node_index_.empty() ? 8 : node_index_.size() * 2);
+  std::uint32_t claimed = free_head_;
+  if (claimed != 0) {
+    free_head_ = node_slots_[claimed - 1].start_depth;
+    --free_slots_;
+  } else {
+    node_slots_.emplace_back();
+    claimed = static_cast<std::uint32_t>(node_slots_.size());
+  }
+  node_slots_[claimed - 1] = NodeSlot{node, 0, node->start_depth()};
+  const std::size_t mask = node_index_.size() - 1;
+  std::size_t i = node_home(node);
+  while (node_index_[i] != 0) i = (i + 1) & mask;
+  node_index_[i] = claimed;
+  NodeRef::acquire_many(node, 1);
+  return claimed;
+}
+
+void WorkerLookup::free_if_unused(std::uint32_t node_slot) {
+  if (node_slot != 0 && node_slots_[node_slot - 1].uses == 0) release_node_slot(node_slot);
+}
+
+void WorkerLookup::drop_use(std::uint32_t node_slot) {
+  if (--node_slots_[node_slot - 1].uses == 0) release_node_slot(node_slot);
+}
+
+void WorkerLookup::release_node_slot(std::uint32_t node_slot) {
+  RadixNode* node = node_slots_[node_slot - 1].node;
+  const std::size_t mask = node_index_.size() - 1;
+  std::size_t hole = node_home(node);
+  while (node_index_[hole] != node_slot) hole = (hole + 1) & mask;
+  node_index_[hole] = 0;
+  backward_shift_after_erase(
+      hole, mask, [&](std::size_t j) { return node_index_[j] == 0; },
+      [&](std::size_t j) { return node_home(node_slots_[node_index_[j] - 1].node); },
+      [&](std::size_t from, std::size_t to) { node_index_[to] = std::exchange(node_index_[from], 0); });
+  node_slots_[node_slot - 1] = NodeSlot{nullptr, 0, free_head_};
+  free_head_ = node_slot;
+  ++free_slots_;
+  NodeRef::release_many(node, 1);  // NOTE: last: the node may go with it
+}
+
+std::uint32_t WorkerLookup::prepare_word(std::uint64_t key, RadixNode* node, std::uint32_t node_slot,
+                                         std::uint32_t depth) {
+  if (node_slot == 0) {
+    spilled_.insert_or_assign(key, LookupEntry{NodeRef(node), depth});
+    return word_of(kSpillSlot, 0);
+  }
+  const std::uint32_t start = node_slots_[node_slot - 1].start_depth;
+  if (depth >= start && depth - start < kDeepOffset) return word_of(node_slot, depth - start);
+  deep_depths_.insert_or_assign(key, depth);
+  return word_of(node_slot, kDeepOffset);
+}
+
+void WorkerLookup::place(Bucket& bucket, std::uint32_t word) {
+  // NOTE: the new use is counted before the old one goes, so re-storing on the same node never
+  // frees its slot on the way.
+  if (in_table(word)) ++node_slots_[slot_in(word) - 1].uses;
+  const std::uint32_t old = std::exchange(bucket.word, word);
+  if (old != 0) release_word(bucket.key(), old, word);
+}
+
+void WorkerLookup::release_word(std::uint64_t key, std::uint32_t old_word, std::uint32_t new_word) {
+  if (is_deep(old_word) && !is_deep(new_word)) deep_depths_.erase(key);
+  if (in_table(old_word)) {
+    drop_use(slot_in(old_word));
+  } else if (slot_in(old_word) == kSpillSlot && slot_in(new_word) != kSpillSlot) {
+    spilled_.erase(key);
+  }
+}
+
+// NOTE (here and in insert_run): every step that allocates (the buckets' growth, a new node slot,
+// a side-map record) comes before the bucket is claimed, which is then filled at once.
 void WorkerLookup::insert_or_assign(ExternalSequenceBlockHash hash, const NodeRef& node, std::uint32_t depth) {
-  const std::uint32_t bits = depth_bits_for(hash.value, depth);
-  assign(bucket_for_insert(hash), node, bits);
+  make_room();
+  auto free_unused = [this](std::uint32_t node_slot) { free_if_unused(node_slot); };
+  const UnusedSlotGuard<decltype(free_unused)> guard{free_unused, claim_node_slot(node.get())};
+  const std::uint32_t word = prepare_word(hash.value, node.get(), guard.node_slot, depth);
+  place(claim_bucket(hash.value), word);
 }
 
 void WorkerLookup::insert_run(std::span<const StoredBlock> blocks, const NodeRef& node, std::uint32_t first_depth) {
-  // The references the new entries own, taken in one step when the run ends, however it ends
-  // (an allocation failure part way): every entry that adopted `node` then has its reference.
-  // NOTE: the caller's `node` keeps the node alive until then.
-  struct TakeReferences {
-    RadixNode* node;
-    std::uint32_t count = 0;
-    ~TakeReferences() {
-      if (count > 0) NodeRef::acquire_many(node, count);
-    }
-  } taken{node.get()};
-  ReleaseRun released;
+  if (blocks.empty()) return;
+  auto free_unused = [this](std::uint32_t node_slot) { free_if_unused(node_slot); };
+  const UnusedSlotGuard<decltype(free_unused)> guard{free_unused, claim_node_slot(node.get())};
   for (std::uint32_t i = 0; i < blocks.size(); ++i) {
-    const std::uint32_t bits = depth_bits_for(blocks[i].block_hash.value, first_depth + i);
-    Bucket& bucket = bucket_for_insert(blocks[i].block_hash);
-    if (!bucket.entry.empty() && bucket.entry.node() == node.get()) {
-      bucket.entry.set_depth_bits(bits);
-      continue;
-    }
-    if (!bucket.entry.empty()) released.add(bucket.entry.take());
-    bucket.entry = PackedEntry::adopt(node.get(), bits);
-    ++taken.count;
+    const std::uint64_t key = blocks[i].block_hash.value;
+    make_room();
+    const std::uint32_t word = prepare_word(key, node.get(), guard.node_slot, first_depth + i);
+    place(claim_bucket(key), word);
   }
 }
 
 bool WorkerLookup::erase(ExternalSequenceBlockHash hash) {
-  ReleaseRun released;
-  return erase(hash, released);
-}
-
-void WorkerLookup::forget_all(std::span<const ExternalSequenceBlockHash> hashes) {
-  ReleaseRun released;
-  for (const auto hash : hashes) erase(hash, released);
-}
-
-void WorkerLookup::scrub_dropped(ExternalSequenceBlockHash hash) {
-  Bucket* bucket = const_cast<Bucket*>(bucket_of(hash));  // NOTE: this lookup's own bucket
-  if (bucket == nullptr || !bucket->entry.holds()) return;
-  bucket->entry.release();
-  bucket->entry = PackedEntry::mark();
-  if (!deep_depths_.empty()) deep_depths_.erase(hash.value);
-  --size_;
-  ++marks_;
-}
-
-bool WorkerLookup::erase(ExternalSequenceBlockHash hash, ReleaseRun& released) {
   if (size_ + marks_ == 0) return false;
   const std::size_t mask = buckets_.size() - 1;
   std::size_t i = home(hash.value);
   while (true) {
-    if (buckets_[i].entry.empty()) return false;
-    if (buckets_[i].key == hash.value) break;
+    if (buckets_[i].empty()) return false;
+    if (buckets_[i].key() == hash.value) break;
     i = (i + 1) & mask;
   }
-  const bool was_entry = buckets_[i].entry.holds();
+  const std::uint32_t word = std::exchange(buckets_[i].word, 0);
+  const bool was_entry = slot_in(word) != kMarkSlot;
   if (was_entry) {
-    released.add(buckets_[i].entry.take());
-    if (!deep_depths_.empty()) deep_depths_.erase(hash.value);
     --size_;
+    release_word(hash.value, word, 0);
   } else {
-    buckets_[i].entry = PackedEntry{};  // a mark: no reference
-    --marks_;
+    --marks_;  // a mark: nothing else to let go of
   }
-  // NOTE: buckets move as raw words, their references with them.
   backward_shift_after_erase(
-      i, mask, [&](std::size_t j) { return buckets_[j].entry.empty(); },
-      [&](std::size_t j) { return home(buckets_[j].key); },
-      [&](std::size_t from, std::size_t to) {
-        buckets_[to] = buckets_[from];
-        buckets_[from] = Bucket{};
-      });
+      i, mask, [&](std::size_t j) { return buckets_[j].empty(); },
+      [&](std::size_t j) { return home(buckets_[j].key()); },
+      [&](std::size_t from, std::size_t to) { buckets_[to] = std::exchange(buckets_[from], Bucket{}); });
   return was_entry;
+}
+
+void WorkerLookup::forget_all(std::span<const ExternalSequenceBlockHash> hashes) {
+  for (const auto hash : hashes) erase(hash);
+}
+
+void WorkerLookup::scrub_dropped(ExternalSequenceBlockHash hash) {
+  Bucket* bucket = const_cast<Bucket*>(bucket_of(hash));  // NOTE: this lookup's own bucket
+  if (bucket == nullptr || !bucket->holds()) return;
+  const std::uint32_t word = std::exchange(bucket->word, word_of(kMarkSlot, 0));
+  --size_;
+  ++marks_;
+  release_word(hash.value, word, 0);
 }
 
 std::size_t WorkerLookup::chunk_bytes() const {
   return malloc_chunk_bytes(buckets_.capacity() * sizeof(Bucket)) +
+         malloc_chunk_bytes(node_slots_.capacity() * sizeof(NodeSlot)) +
+         malloc_chunk_bytes(node_index_.capacity() * sizeof(std::uint32_t)) +
          (deep_depths_.empty() ? 0
                                : hash_table_chunk_bytes(deep_depths_.size(), deep_depths_.bucket_count(),
-                                                        sizeof(std::pair<std::uint64_t, std::uint32_t>)));
+                                                        sizeof(std::pair<std::uint64_t, std::uint32_t>))) +
+         (spilled_.empty() ? 0
+                           : hash_table_chunk_bytes(spilled_.size(), spilled_.bucket_count(),
+                                                    sizeof(std::pair<std::uint64_t, LookupEntry>)));
 }
 
 void WorkerLookup::clear() { release_all(); }
 
 std::vector<NodeRef> WorkerLookup::take_nodes() {
-  // References per node. A stream's entries lead to few nodes (one per run of blocks it stored),
-  // so they are counted by a scan of the nodes seen so far; past kScanLimit nodes the rest are
-  // appended and merged by sorting at the end.
-  struct Count {
-    RadixNode* node;
-    std::uint32_t refs;
-  };
-  constexpr std::size_t kScanLimit = 32;
-  // NOTE: both reserved before any reference leaves a bucket: nothing below allocates (or throws)
-  // while references are in flight.
-  std::vector<Count> counts;
-  counts.reserve(size_);
+  // NOTE: both vectors are filled before anything is released, and nothing below them allocates.
+  std::vector<RadixNode*> spilled_nodes;  // nodes only spilled entries lead to, each once
+  spilled_nodes.reserve(spilled_.size());
+  for (const auto& [key, entry] : spilled_) {
+    if (find_node_slot(entry.node.get()) == 0) spilled_nodes.push_back(entry.node.get());
+  }
+  std::sort(spilled_nodes.begin(), spilled_nodes.end());
+  spilled_nodes.erase(std::unique(spilled_nodes.begin(), spilled_nodes.end()), spilled_nodes.end());
   std::vector<NodeRef> nodes;
-  nodes.reserve(size_);
-  bool scanning = true;
-  for (auto& bucket : buckets_) {
-    if (!bucket.entry.holds()) {
-      bucket.entry = PackedEntry{};  // free already, or a mark (which owns no reference)
-      continue;
-    }
-    RadixNode* node = bucket.entry.take();  // NOTE: the reference comes along; the bucket is free
-    Count* seen = nullptr;
-    if (scanning) {
-      for (auto& count : counts) {
-        if (count.node == node) {
-          seen = &count;
-          break;
-        }
-      }
-    }
-    if (seen != nullptr) {
-      ++seen->refs;
-    } else {
-      counts.push_back(Count{node, 1});
-      scanning = counts.size() <= kScanLimit;
-    }
+  nodes.reserve(node_count() + spilled_nodes.size());
+  for (const auto& node_slot : node_slots_) {
+    if (node_slot.node != nullptr) nodes.push_back(NodeRef::adopt(node_slot.node));  // the slot's reference
   }
-  reset_counts();  // every bucket was emptied above, in the same pass
-  if (!scanning) {
-    std::sort(counts.begin(), counts.end(), [](const Count& a, const Count& b) { return a.node < b.node; });
-  }
-  // Each node keeps one reference in `nodes`; the rest go in one step. Equal nodes are adjacent
-  // here (sorted, or each seen once while scanning).
-  for (std::size_t i = 0; i < counts.size();) {
-    std::uint32_t refs = counts[i].refs;
-    std::size_t j = i + 1;
-    for (; j < counts.size() && counts[j].node == counts[i].node; ++j) refs += counts[j].refs;
-    nodes.push_back(NodeRef::adopt(counts[i].node));
-    if (refs > 1) NodeRef::release_many(counts[i].node, refs - 1);
-    i = j;
-  }
+  for (RadixNode* node : spilled_nodes) nodes.push_back(NodeRef(node));
+  node_slots_.clear();
+  std::fill(node_index_.begin(), node_index_.end(), 0);
+  free_head_ = 0;
+  free_slots_ = 0;
+  std::fill(buckets_.begin(), buckets_.end(), Bucket{});
+  reset_counts();  // spilled_'s references go; `nodes` holds one on each of their nodes
   return nodes;
 }
 

@@ -29,6 +29,11 @@ class RadixTreeTestPeer {
   // References held on `node` (NodeRefs and lookup entries).
   static std::uint32_t refs(const RadixNode& node) { return node.refs_.load(); }
 
+  // Lowers how many nodes `lookup`'s node table names before entries spill to its side map.
+  static void limit_node_slots(WorkerLookup& lookup, std::uint32_t max_node_slots) {
+    lookup.max_node_slots_ = max_node_slots;
+  }
+
   static WorkerSlot slot_for_test(ConcurrentRadixTree& tree, WorkerWithDpRank stream) {
     return *tree.registry_.slot_for(stream);
   }
