@@ -8,18 +8,6 @@
 
 namespace kvidx {
 
-namespace {
-
-// Frees a node slot claimed for entries that never went in (an allocation failed part way).
-template <typename Lookup>
-struct UnusedSlotGuard {
-  Lookup& lookup;
-  std::uint32_t node_slot;
-  ~UnusedSlotGuard() { lookup(node_slot); }
-};
-
-}  // namespace
-
 WorkerLookup::WorkerLookup(WorkerLookup&& other) noexcept
     : slot(other.slot),
       buckets_(std::exchange(other.buckets_, {})),
@@ -167,14 +155,16 @@ std::uint32_t WorkerLookup::find_node_slot(const RadixNode* node) const {
 
 void WorkerLookup::rehash_node_index(std::size_t new_capacity) {
   node_index_.assign(new_capacity, 0);
-  const std::size_t mask = new_capacity - 1;
   for (std::uint32_t s = 1; s <= node_slots_.size(); ++s) {
-    const RadixNode* node = node_slots_[s - 1].node;
-    if (node == nullptr) continue;  // a free slot
-    std::size_t i = node_home(node);
-    while (node_index_[i] != 0) i = (i + 1) & mask;
-    node_index_[i] = s;
+    if (node_slots_[s - 1].node != nullptr) index_node_slot(s);  // skips free slots
   }
+}
+
+void WorkerLookup::index_node_slot(std::uint32_t node_slot) {
+  const std::size_t mask = node_index_.size() - 1;
+  std::size_t i = node_home(node_slots_[node_slot - 1].node);
+  while (node_index_[i] != 0) i = (i + 1) & mask;
+  node_index_[i] = node_slot;
 }
 
 std::uint32_t WorkerLookup::claim_node_slot(RadixNode* node) {
@@ -192,10 +182,7 @@ std::uint32_t WorkerLookup::claim_node_slot(RadixNode* node) {
     claimed = static_cast<std::uint32_t>(node_slots_.size());
   }
   node_slots_[claimed - 1] = NodeSlot{node, 0, node->start_depth()};
-  const std::size_t mask = node_index_.size() - 1;
-  std::size_t i = node_home(node);
-  while (node_index_[i] != 0) i = (i + 1) & mask;
-  node_index_[i] = claimed;
+  index_node_slot(claimed);
   NodeRef::acquire_many(node, 1);
   return claimed;
 }
@@ -257,16 +244,14 @@ void WorkerLookup::release_word(std::uint64_t key, std::uint32_t old_word, std::
 // a side-map record) comes before the bucket is claimed, which is then filled at once.
 void WorkerLookup::insert_or_assign(ExternalSequenceBlockHash hash, const NodeRef& node, std::uint32_t depth) {
   make_room();
-  auto free_unused = [this](std::uint32_t node_slot) { free_if_unused(node_slot); };
-  const UnusedSlotGuard<decltype(free_unused)> guard{free_unused, claim_node_slot(node.get())};
+  const UnusedSlotGuard guard{*this, claim_node_slot(node.get())};
   const std::uint32_t word = prepare_word(hash.value, node.get(), guard.node_slot, depth);
   place(claim_bucket(hash.value), word);
 }
 
 void WorkerLookup::insert_run(std::span<const StoredBlock> blocks, const NodeRef& node, std::uint32_t first_depth) {
   if (blocks.empty()) return;
-  auto free_unused = [this](std::uint32_t node_slot) { free_if_unused(node_slot); };
-  const UnusedSlotGuard<decltype(free_unused)> guard{free_unused, claim_node_slot(node.get())};
+  const UnusedSlotGuard guard{*this, claim_node_slot(node.get())};
   for (std::uint32_t i = 0; i < blocks.size(); ++i) {
     const std::uint64_t key = blocks[i].block_hash.value;
     make_room();

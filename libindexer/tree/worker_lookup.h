@@ -177,7 +177,14 @@ class WorkerLookup {
   void drop_use(std::uint32_t node_slot);  // the last use frees the slot and drops its reference
   void release_node_slot(std::uint32_t node_slot);
   std::uint32_t find_node_slot(const RadixNode* node) const;  // 0: none
-  std::uint32_t depth_of(const Bucket& bucket) const;         // from the offset, the side map or the spill
+  void index_node_slot(std::uint32_t node_slot);              // enters a slot in use into node_index_ (which has room)
+  // Frees a node slot claimed for entries that never went in (an allocation failed part way).
+  struct UnusedSlotGuard {
+    WorkerLookup& lookup;
+    std::uint32_t node_slot;
+    ~UnusedSlotGuard() { lookup.free_if_unused(node_slot); }
+  };
+  std::uint32_t depth_of(const Bucket& bucket) const;  // from the offset, the side map or the spill
   RadixNode* node_of(const Bucket& bucket) const;
   const LookupEntry& entry_of(const Bucket& bucket) const;
   void release_all();
