@@ -1,4 +1,5 @@
 // kvidx: KV-cache overlap index for LLM inference fleets. This file only assembles subcommands.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <string>
@@ -31,6 +32,17 @@ int main(int argc, char** argv) {
   add_workers_command(app, exit_code);
   add_nkey_command(app, exit_code);
 
+  // A command's stdout is its answer (JSON, a tree, an event log): log lines go to stderr, or a line
+  // logged mid-command (NATS lost and reconnected, a new nonce) would land in what callers parse.
+  // serve and bridge, whose stdout is their log, switch to it when they start.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("kvidx"));
+  for (const auto& sub : app.subcommands()) {
+    if (sub->name() != "serve" && sub->name() != "bridge") continue;
+    sub->callback([run = sub->callback()](const ParsedCommand& parsed) {
+      spdlog::set_default_logger(spdlog::stdout_color_mt("kvidx-service"));
+      run(parsed);
+    });
+  }
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
   // NOTE: first thing: --password/--token values are wiped from argv (what ps shows) before anything
   // else runs; CLI11 parses the copy.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -24,9 +25,47 @@ namespace {
 
 const std::string kKvidx = built_binary("kvidx");
 
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
 TEST_SUITE("integration") {
+
+TEST_CASE("capture --out - keeps stdout to the event log while NATS restarts, and logs the reconnect on stderr") {
+  NatsServer server;
+  TempDir dir;
+  {
+    EventLogWriter log(dir.file("events.jsonl"));
+    log.write(make_store_event(1, {1, 2, 3}));
+    REQUIRE(log.close());
+  }
+  ChildProcess capture({kKvidx, "capture", "--nats", server.url(), "--out", "-", "--max", "1", "--duration", "60"},
+                       dir.file("capture.log"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let capture subscribe
+  server.restart();
+  REQUIRE_MESSAGE(
+      wait_until([&] { return read_text(dir.file("capture.log.err")).find("NATS reconnected") != std::string::npos; },
+                 std::chrono::seconds(30)),
+      read_text(dir.file("capture.log")));
+  const auto published =
+      run_command({kKvidx, "publish", "--nats", server.url(), "--mode", "core", "--events", dir.file("events.jsonl")});
+  REQUIRE_MESSAGE(published.exit_code == 0, published.err);
+  REQUIRE(wait_until([&] { return !capture.running(); }, std::chrono::seconds(30)));
+  // Every line of stdout is a captured event: the warning and the reconnect went to stderr.
+  const std::string out = read_text(dir.file("capture.log"));
+  std::istringstream lines(out);
+  std::size_t events = 0;
+  for (std::string line; std::getline(lines, line); ++events) {
+    CHECK_MESSAGE(nlohmann::json::accept(line), line);
+  }
+  CHECK(events == 1);
+  CHECK(read_text(dir.file("capture.log.err")).find("NATS connection lost") != std::string::npos);
+}
 
 TEST_CASE("capture of a live stream replays to the service's own dump, score and stats read the service") {
   NatsServer server;
