@@ -51,16 +51,16 @@ void WorkerLookup::release_all() {
   for (const auto& node_slot : node_slots_) {
     if (node_slot.node != nullptr) NodeRef::release_many(node_slot.node, 1);
   }
+  reset();  // the spilled entries' references go with spilled_
+}
+
+void WorkerLookup::reset() {
   node_slots_.clear();
   std::fill(node_index_.begin(), node_index_.end(), 0);
   free_head_ = 0;
   free_slots_ = 0;
   // NOTE: the buckets stay allocated and free: a stream that clears usually stores again at once.
   std::fill(buckets_.begin(), buckets_.end(), Bucket{});
-  reset_counts();  // the spilled entries' references go with spilled_
-}
-
-void WorkerLookup::reset_counts() {
   size_ = 0;
   marks_ = 0;
   deep_depths_.clear();
@@ -261,14 +261,10 @@ void WorkerLookup::insert_run(std::span<const StoredBlock> blocks, const NodeRef
 }
 
 bool WorkerLookup::erase(ExternalSequenceBlockHash hash) {
-  if (size_ + marks_ == 0) return false;
+  const Bucket* found = bucket_of(hash);
+  if (found == nullptr) return false;
+  const std::size_t i = static_cast<std::size_t>(found - buckets_.data());
   const std::size_t mask = buckets_.size() - 1;
-  std::size_t i = home(hash.value);
-  while (true) {
-    if (buckets_[i].empty()) return false;
-    if (buckets_[i].key() == hash.value) break;
-    i = (i + 1) & mask;
-  }
   const std::uint32_t word = std::exchange(buckets_[i].word, 0);
   const bool was_entry = slot_in(word) != kMarkSlot;
   if (was_entry) {
@@ -326,12 +322,7 @@ std::vector<NodeRef> WorkerLookup::take_nodes() {
     if (node_slot.node != nullptr) nodes.push_back(NodeRef::adopt(node_slot.node));  // the slot's reference
   }
   for (RadixNode* node : spilled_nodes) nodes.push_back(NodeRef(node));
-  node_slots_.clear();
-  std::fill(node_index_.begin(), node_index_.end(), 0);
-  free_head_ = 0;
-  free_slots_ = 0;
-  std::fill(buckets_.begin(), buckets_.end(), Bucket{});
-  reset_counts();  // spilled_'s references go; `nodes` holds one on each of their nodes
+  reset();  // spilled_'s references go; `nodes` holds one on each of their nodes
   return nodes;
 }
 

@@ -188,7 +188,9 @@ class WorkerLookup {
   RadixNode* node_of(const Bucket& bucket) const;
   const LookupEntry& entry_of(const Bucket& bucket) const;
   void release_all();
-  void reset_counts();  // size, marks, side maps and the last find: what an empty lookup holds
+  // Empties every table without letting go of the slots' references (the caller did, or handed
+  // them over): what an empty lookup holds.
+  void reset();
 
   static std::size_t mix(std::uint64_t key) {
     key ^= key >> 33;
