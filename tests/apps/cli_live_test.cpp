@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -24,13 +23,6 @@ using namespace kvidx::testing;
 namespace {
 
 const std::string kKvidx = built_binary("kvidx");
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 }  // namespace
 

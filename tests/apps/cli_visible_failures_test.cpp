@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -44,13 +43,6 @@ std::size_t blocks_in(const std::string& jsonl) {
     if (!line.empty()) n += Json::parse(line)["event"]["data"]["stored"]["blocks"].size();
   }
   return n;
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 void publish_dump_message(bus::Connection& conn, std::string_view inbox, std::string_view body, const char* kind) {
@@ -94,13 +86,13 @@ TEST_CASE("cli: kvidx dump --nats returns every block of a worker's 30000-block 
                         30s),
                     "exit " << dump.exit_code << ": " << dump.err);
     live = dump.out;
-    REQUIRE(wait_until([&] { return read_all(dir.file("serve-1.log")).find("snapshot written") != std::string::npos; },
+    REQUIRE(wait_until([&] { return read_text(dir.file("serve-1.log")).find("snapshot written") != std::string::npos; },
                        10s));
     auto tree = run_command({kKvidx, "dump", "--nats", server.url(), "--tree"});
     REQUIRE_MESSAGE(tree.exit_code == 0, tree.err);
     CHECK(tree.out.find("(30000 blocks) 5/0") != std::string::npos);
     CHECK(serve.stop() == 0);
-    CHECK(read_all(dir.file("serve-1.log")).find("snapshot failed") == std::string::npos);
+    CHECK(read_text(dir.file("serve-1.log")).find("snapshot failed") == std::string::npos);
   }
   ChildProcess again(serve_args, dir.file("serve-2.log"));
   CommandResult restored;

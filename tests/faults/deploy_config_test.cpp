@@ -25,13 +25,6 @@ using kvidx::testing::TempDir;
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string source_file(const std::string& relative) {
   std::ifstream in(std::string(KVIDX_SOURCE_DIR) + "/" + relative);
   REQUIRE_MESSAGE(in.good(), relative);
@@ -87,7 +80,7 @@ TEST_CASE(
       std::regex_replace(conf, std::regex("\nhttp: 8222"), "\nhttp: \"127.0.0.1:" + std::to_string(http_port) + "\"");
   std::ofstream(dir.file("nats-server.conf")) << conf;
   std::ofstream(dir.file("permissions.conf")) << source_file("deploy/nats/permissions.conf");
-  std::ofstream(dir.file("auth.conf")) << read_text(secrets + "/auth.conf");
+  std::ofstream(dir.file("auth.conf")) << testing::read_text(secrets + "/auth.conf");
   const auto checked = testing::run_command({"/usr/sbin/nats-server", "-c", dir.file("nats-server.conf"), "-t"});
   REQUIRE_MESSAGE(checked.exit_code == 0, checked.out << checked.err);
   NatsServer server(testing::NatsServerOptions::with_args({"-c", dir.file("nats-server.conf")}));
@@ -116,7 +109,7 @@ TEST_CASE(
                    0;
           },
           std::chrono::seconds(30)),
-      read_text(dir.file("serve.log.err")));
+      testing::read_text(dir.file("serve.log.err")));
   {
     EventLogWriter out(dir.file("events.jsonl"));
     out.write(testing::make_store_event(1, {1, 2, 3}));
@@ -142,7 +135,7 @@ TEST_CASE(
                               "--nkey", secrets + "/router.nk"})
             .exit_code == 4);
   CHECK(serve.stop(SIGTERM) == 0);
-  CHECK(read_text(dir.file("serve.log")).find("Permissions Violation") == std::string::npos);
+  CHECK(testing::read_text(dir.file("serve.log")).find("Permissions Violation") == std::string::npos);
 }
 
 TEST_CASE(
@@ -249,7 +242,7 @@ TEST_CASE(
   std::ofstream(dir.file("nats-server.conf")) << conf;
   std::ofstream(dir.file("nats-cluster.conf")) << source_file("deploy/nats/nats-cluster.conf");
   std::ofstream(dir.file("permissions.conf")) << source_file("deploy/nats/permissions.conf");
-  std::ofstream(dir.file("auth.conf")) << read_text(secrets + "/auth.conf");
+  std::ofstream(dir.file("auth.conf")) << testing::read_text(secrets + "/auth.conf");
   const auto checked = testing::run_command(
       {"/usr/sbin/nats-server", "-c", dir.file("nats-cluster.conf"), "--server_name", "nats-1", "-t"});
   CHECK_MESSAGE(checked.exit_code == 0, checked.out << checked.err);

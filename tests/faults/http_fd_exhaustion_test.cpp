@@ -6,8 +6,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,17 +17,6 @@
 using namespace kvidx;
 using namespace kvidx::testing;
 using namespace std::chrono_literals;
-
-namespace {
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 TEST_SUITE("faults") {
 
@@ -47,7 +34,7 @@ TEST_CASE("serve: /metrics answers again after the process ran out of file descr
     auto reply = http_get(port, path, 1000ms);
     return reply.has_value() && reply->status == 200;
   };
-  REQUIRE_MESSAGE(wait_until([&] { return ok("/readyz"); }, 30s), read_all(log) << read_all(log + ".err"));
+  REQUIRE_MESSAGE(wait_until([&] { return ok("/readyz"); }, 30s), read_text(log) << read_text(log + ".err"));
 
   // Hold 150 connections: the kernel queues them for the listener, kvidx accepts until it has no
   // descriptor left (64 in all), then every accept fails with EMFILE.
@@ -57,17 +44,17 @@ TEST_CASE("serve: /metrics answers again after the process ran out of file descr
     if (fd >= 0) held.push_back(fd);
   }
   CHECK(held.size() == 150);
-  CHECK(wait_until([&] { return read_all(log).find("HTTP accept failed") != std::string::npos; }, 10s));
+  CHECK(wait_until([&] { return read_text(log).find("HTTP accept failed") != std::string::npos; }, 10s));
   CHECK(serve.running());
   for (int fd : held) ::close(fd);
 
-  CHECK_MESSAGE(wait_until([&] { return ok("/metrics") && ok("/healthz"); }, 15s), read_all(log)
-                                                                                       << read_all(log + ".err"));
+  CHECK_MESSAGE(wait_until([&] { return ok("/metrics") && ok("/healthz"); }, 15s), read_text(log)
+                                                                                       << read_text(log + ".err"));
   auto metrics = http_get(port, "/metrics");
   REQUIRE(metrics.has_value());
   CHECK(metrics->body.find("kvidx_http_accept_errors_total 0\n") == std::string::npos);
   CHECK(metrics->body.find("kvidx_http_accept_errors_total ") != std::string::npos);
-  CHECK(wait_until([&] { return read_all(log).find("HTTP accepting again after") != std::string::npos; }, 5s));
+  CHECK(wait_until([&] { return read_text(log).find("HTTP accepting again after") != std::string::npos; }, 5s));
   CHECK(serve.stop() == 0);
 }
 

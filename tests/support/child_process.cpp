@@ -12,14 +12,14 @@
 #include <stdexcept>
 
 namespace kvidx::testing {
-namespace {
-
-std::string slurp(const std::string& path) {
+std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
 }
+
+namespace {
 
 int decode_status(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -65,7 +65,7 @@ CommandResult run_command(const std::vector<std::string>& args, const std::strin
   const pid_t pid = spawn(args, stdin_file.empty() ? "/dev/null" : stdin_file, dir.file("out"), dir.file("err"));
   int status = 0;
   waitpid(pid, &status, 0);
-  return CommandResult{decode_status(status), slurp(dir.file("out")), slurp(dir.file("err"))};
+  return CommandResult{decode_status(status), read_text(dir.file("out")), read_text(dir.file("err"))};
 }
 
 ChildProcess::ChildProcess(const std::vector<std::string>& args, const std::string& log_file)

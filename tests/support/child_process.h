@@ -15,6 +15,9 @@ struct CommandResult {
   std::string err;  // stderr
 };
 
+// The whole text of `path` (a ChildProcess's log, say); empty when it cannot be read.
+std::string read_text(const std::string& path);
+
 // Runs `args` (args[0] is the program path) with stdin from `stdin_file` if non-empty.
 CommandResult run_command(const std::vector<std::string>& args, const std::string& stdin_file = {});
 
