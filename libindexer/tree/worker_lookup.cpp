@@ -249,11 +249,30 @@ void WorkerLookup::insert_or_assign(ExternalSequenceBlockHash hash, const NodeRe
   place(claim_bucket(hash.value), word);
 }
 
+std::uint32_t WorkerLookup::slot_if_leads_to(std::uint64_t key, const RadixNode* node) const {
+  const Bucket* bucket = bucket_of(ExternalSequenceBlockHash{key});
+  if (bucket == nullptr || !in_table(bucket->word)) return 0;
+  const std::uint32_t node_slot = slot_in(bucket->word);
+  return node_slots_[node_slot - 1].node == node ? node_slot : 0;
+}
+
+bool WorkerLookup::holds_word(std::uint64_t key, std::uint32_t node_slot, std::uint32_t depth) const {
+  const std::uint32_t start = node_slots_[node_slot - 1].start_depth;
+  if (depth < start || depth - start >= kDeepOffset) return false;  // side-map depths take the slow path
+  const Bucket* bucket = bucket_of(ExternalSequenceBlockHash{key});
+  return bucket != nullptr && bucket->word == word_of(node_slot, depth - start);
+}
+
 void WorkerLookup::insert_run(std::span<const StoredBlock> blocks, const NodeRef& node, std::uint32_t first_depth) {
   if (blocks.empty()) return;
-  const UnusedSlotGuard guard{*this, claim_node_slot(node.get())};
+  // A re-stored run usually leads here already: the first block's bucket names the node's slot
+  // (no node-index probe, which is two cache misses), and then a bucket already holding the word
+  // it would get is left alone (placing it again would change nothing). A fresh run skips both.
+  const std::uint32_t hinted = slot_if_leads_to(blocks[0].block_hash.value, node.get());
+  const UnusedSlotGuard guard{*this, hinted != 0 ? hinted : claim_node_slot(node.get())};
   for (std::uint32_t i = 0; i < blocks.size(); ++i) {
     const std::uint64_t key = blocks[i].block_hash.value;
+    if (hinted != 0 && holds_word(key, hinted, first_depth + i)) continue;
     make_room();
     const std::uint32_t word = prepare_word(key, node.get(), guard.node_slot, first_depth + i);
     place(claim_bucket(key), word);

@@ -177,7 +177,11 @@ class WorkerLookup {
   void drop_use(std::uint32_t node_slot);  // the last use frees the slot and drops its reference
   void release_node_slot(std::uint32_t node_slot);
   std::uint32_t find_node_slot(const RadixNode* node) const;  // 0: none
-  void index_node_slot(std::uint32_t node_slot);              // enters a slot in use into node_index_ (which has room)
+  // The slot of `node` if the entry of `key` leads to it through the table (0: no such entry).
+  std::uint32_t slot_if_leads_to(std::uint64_t key, const RadixNode* node) const;
+  // Whether the entry of `key` already leads through `node_slot` to `depth` (an in-word offset).
+  bool holds_word(std::uint64_t key, std::uint32_t node_slot, std::uint32_t depth) const;
+  void index_node_slot(std::uint32_t node_slot);  // enters a slot in use into node_index_ (which has room)
   // Frees a node slot claimed for entries that never went in (an allocation failed part way).
   struct UnusedSlotGuard {
     WorkerLookup& lookup;

@@ -187,6 +187,49 @@ TEST_CASE("worker_lookup_runs_find_their_node_once_and_move_between_nodes") {
   CHECK(refs(b) == 1);
 }
 
+TEST_CASE("worker_lookup_re_stored_runs_leave_what_still_leads_there_and_place_the_rest") {
+  const NodeRef a = make_node(10);
+  const NodeRef b = make_node(10);
+  WorkerLookup lookup;
+  auto depth_of = [&](std::uint64_t key) { return lookup.peek(ExternalSequenceBlockHash{key})->depth; };
+  auto node_of = [&](std::uint64_t key) { return lookup.peek(ExternalSequenceBlockHash{key})->node; };
+  lookup.insert_run(blocks(0, 4), a, 12);
+  lookup.insert_run(blocks(0, 8), a, 12);  // the first four lead there already, four are new
+  CHECK(lookup.size() == 8);
+  CHECK(lookup.node_count() == 1);
+  CHECK(refs(a) == 1 + 1);
+  for (std::uint64_t k = 0; k < 8; ++k) CHECK(depth_of(k) == 12 + k);
+  lookup.insert_run(blocks(0, 8), a, 12);  // everything leads there: nothing changes
+  CHECK(lookup.size() == 8);
+  CHECK(refs(a) == 1 + 1);
+  for (std::uint64_t k = 0; k < 8; ++k) CHECK(depth_of(k) == 12 + k);
+  // A dropped block inside the run is held again; a shifted run moves every depth.
+  lookup.scrub_dropped(ExternalSequenceBlockHash{5});
+  CHECK(lookup.dropped_size() == 1);
+  lookup.insert_run(blocks(0, 8), a, 12);
+  CHECK(lookup.dropped_size() == 0);
+  CHECK(lookup.size() == 8);
+  CHECK(depth_of(5) == 17);
+  lookup.insert_run(blocks(2, 6), a, 20);
+  CHECK(depth_of(1) == 13);
+  for (std::uint64_t k = 2; k < 8; ++k) CHECK(depth_of(k) == 18 + k);
+  // A depth above the node's start (block 0 here) is in the side map: never taken as unchanged.
+  lookup.insert_run(blocks(0, 3), a, 9);
+  CHECK(depth_of(0) == 9);
+  CHECK(depth_of(2) == 11);
+  lookup.insert_run(blocks(0, 3), a, 9);
+  CHECK(depth_of(1) == 10);
+  // The first block leads to another node: the run's node is found in the table.
+  lookup.insert_run(blocks(0, 8), b, 10);
+  CHECK(lookup.node_count() == 1);
+  CHECK(refs(a) == 1);
+  CHECK(refs(b) == 1 + 1);
+  for (std::uint64_t k = 0; k < 8; ++k) {
+    CHECK(node_of(k) == b.get());
+    CHECK(depth_of(k) == 10 + k);
+  }
+}
+
 TEST_CASE("worker_lookup_dropped_marks_live_in_buckets_and_hold_no_reference") {
   const NodeRef a = make_node();
   const NodeRef b = make_node();
@@ -385,6 +428,13 @@ TEST_CASE("worker_lookup_agrees_with_a_plain_map_under_random_operations") {
     };
     std::map<std::uint64_t, Held> model;
     std::set<std::uint64_t> marks;
+    struct Run {
+      std::uint64_t first;
+      std::uint64_t count;
+      std::uint32_t depth;
+      std::size_t node;
+    };
+    std::vector<Run> runs;  // the latest runs stored, to store again
     WorkerLookup lookup;
     if (node_slots != 0) RadixTreeTestPeer::limit_node_slots(lookup, node_slots);
     auto pick_depth = [&](std::size_t node) -> std::uint32_t {
@@ -436,12 +486,25 @@ TEST_CASE("worker_lookup_agrees_with_a_plain_map_under_random_operations") {
         model[key] = Held{node, depth};
         marks.erase(key);
       } else if (op < 550) {
-        const std::uint64_t count = 1 + rng() % 30;
-        const std::uint64_t first = rng() % (600 - count);
-        const std::uint32_t depth = pick_depth(node);
-        lookup.insert_run(blocks(first, count), nodes[node], depth);
+        std::uint64_t count = 1 + rng() % 30;
+        std::uint64_t first = rng() % (600 - count);
+        std::uint32_t depth = pick_depth(node);
+        std::size_t run_node = node;
+        // A third of the runs store an earlier run again (the re-store fast path: the entries
+        // that still lead there are left as they are, the others are placed again).
+        if (!runs.empty() && rng() % 3 == 0) {
+          const Run& again = runs[rng() % runs.size()];
+          count = again.count;
+          first = again.first;
+          depth = again.depth;
+          run_node = again.node;
+        } else {
+          runs.push_back(Run{first, count, depth, node});
+          if (runs.size() > 16) runs.erase(runs.begin());
+        }
+        lookup.insert_run(blocks(first, count), nodes[run_node], depth);
         for (std::uint64_t i = 0; i < count; ++i) {
-          model[first + i] = Held{node, depth + static_cast<std::uint32_t>(i)};
+          model[first + i] = Held{run_node, depth + static_cast<std::uint32_t>(i)};
           marks.erase(first + i);
         }
       } else if (op < 800) {
