@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -139,9 +140,12 @@ IndexerStatus LaneIndexer::enqueue_events(std::span<RouterEvent> events) {
   // per-stream order is the same as queueing the events one by one.
   thread_local std::vector<std::vector<LaneTask>> per_lane;
   per_lane.resize(lanes_.size());
+  // A message's events usually come from one stream: its lane is looked up once for the run.
+  std::optional<std::pair<WorkerWithDpRank, LaneId>> last;
   for (RouterEvent& event : events) {
-    const LaneId lane = lane_for(event.stream());
-    per_lane[lane].push_back(LaneTask{TaskKind::event, std::move(event), {}, nullptr});
+    const WorkerWithDpRank stream = event.stream();
+    if (!last || last->first != stream) last.emplace(stream, lane_for(stream));
+    per_lane[last->second].emplace_back(TaskKind::event, std::move(event));
   }
   IndexerStatus status = IndexerStatus::ok;
   for (LaneId lane = 0; lane < per_lane.size(); ++lane) {
