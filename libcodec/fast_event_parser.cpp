@@ -132,12 +132,19 @@ class Parser {
 
   static bool is_digit(char c) { return static_cast<unsigned>(c - '0') <= 9; }
 
-  // Eight ASCII digits loaded little-endian (the first digit in the low byte): whether all eight
-  // are digits, and their value (the usual SWAR reduction: pairs, then quads, then the eight).
-  static bool eight_digits(std::uint64_t chunk) {
-    return ((chunk & 0xF0F0F0F0F0F0F0F0ULL) | (((chunk + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) ==
-           0x3333333333333333ULL;
+  // Eight bytes loaded little-endian (the first in the low byte). leading_digits: how many bytes,
+  // from the first, are ASCII digits before the first that is not. A byte is a digit when it is
+  // 0..9 after the xor; adding 0x76 sets the top bit of every byte over 9. NOTE: a byte over 0x89
+  // carries into the next one, which comes after a non-digit already: only flags past the first
+  // can be wrong, and only the first is used.
+  static std::uint32_t leading_digits(std::uint64_t chunk) {
+    const std::uint64_t x = chunk ^ 0x3030303030303030ULL;
+    const std::uint64_t non_digits = ((x + 0x7676767676767676ULL) | x) & 0x8080808080808080ULL;
+    return non_digits == 0 ? 8 : static_cast<std::uint32_t>(std::countr_zero(non_digits)) / 8;
   }
+  static constexpr std::uint64_t kPowersOfTen[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
+  // The value of eight ASCII digits (zero bytes read as leading zeros): the usual SWAR reduction,
+  // pairs, then quads, then the eight.
   static std::uint64_t parse_eight_digits(std::uint64_t chunk) {
     chunk = (chunk & 0x0F0F0F0F0F0F0F0FULL) * 2561 >> 8;
     chunk = (chunk & 0x00FF00FF00FF00FFULL) * 6553601 >> 16;
@@ -156,15 +163,28 @@ class Parser {
     const char* const start = p++;
     if (std::endian::native == std::endian::little && value != 0 && end - start >= 24) {
       // NOTE: at least 24 bytes left, so 8-byte loads up to the 20th digit stay inside the input.
-      // Eight digits at a time while they are digits (up to 17 here), then one by one to 19.
+      // Eight bytes at a time (up to 17 digits here): a whole chunk of digits is added at once; a
+      // chunk whose first non-digit is at byte n adds its n leading digits at once and ends the
+      // number. Past 17 digits, one by one to 19.
+      bool ended = false;
       while (p - start <= 9) {
         std::uint64_t chunk = 0;
         std::memcpy(&chunk, p, 8);
-        if (!eight_digits(chunk)) break;
+        const std::uint32_t digits = leading_digits(chunk);
+        if (digits < 8) {
+          if (digits > 0) {
+            // NOTE: shifted so the digits end at the top byte: the bytes shifted in are zeros,
+            // read as leading zeros.
+            value = value * kPowersOfTen[digits] + parse_eight_digits(chunk << (64 - 8 * digits));
+            p += digits;
+          }
+          ended = true;
+          break;
+        }
         value = value * 100000000 + parse_eight_digits(chunk);
         p += 8;
       }
-      while (is_digit(*p) && p - start < 19) value = value * 10 + static_cast<std::uint64_t>(*p++ - '0');
+      while (!ended && is_digit(*p) && p - start < 19) value = value * 10 + static_cast<std::uint64_t>(*p++ - '0');
       if (is_digit(*p)) {
         if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
             __builtin_add_overflow(value, static_cast<std::uint64_t>(*p - '0'), &value)) {
