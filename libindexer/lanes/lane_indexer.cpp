@@ -145,7 +145,9 @@ IndexerStatus LaneIndexer::enqueue_events(std::span<RouterEvent> events) {
   for (RouterEvent& event : events) {
     const WorkerWithDpRank stream = event.stream();
     if (!last || last->first != stream) last.emplace(stream, lane_for(stream));
-    per_lane[last->second].emplace_back(TaskKind::event, std::move(event));
+    LaneTask& task = per_lane[last->second].emplace_back();  // NOTE: built in place: one move of the event
+    task.kind = TaskKind::event;
+    task.event = std::move(event);
   }
   IndexerStatus status = IndexerStatus::ok;
   for (LaneId lane = 0; lane < per_lane.size(); ++lane) {
