@@ -267,7 +267,8 @@ void WorkerLookup::insert_run(std::span<const StoredBlock> blocks, const NodeRef
   if (blocks.empty()) return;
   // A re-stored run usually leads here already: the first block's bucket names the node's slot
   // (no node-index probe, which is two cache misses), and then a bucket already holding the word
-  // it would get is left alone (placing it again would change nothing). A fresh run skips both.
+  // it would get is left alone (placing it again would change nothing). When the first block's
+  // entry is absent or leads elsewhere (a fresh run), every block is placed as before.
   const std::uint32_t hinted = slot_if_leads_to(blocks[0].block_hash.value, node.get());
   const UnusedSlotGuard guard{*this, hinted != 0 ? hinted : claim_node_slot(node.get())};
   for (std::uint32_t i = 0; i < blocks.size(); ++i) {
