@@ -165,8 +165,8 @@ class Parser {
       // NOTE: at least 24 bytes left, so 8-byte loads up to the 20th digit stay inside the input.
       // Eight bytes at a time (up to 17 digits here): a whole chunk of digits is added at once; a
       // chunk whose first non-digit is at byte n adds its n leading digits at once and ends the
-      // number. Past 17 digits, one by one to 19.
-      bool ended = false;
+      // number (p is then at a non-digit, so the one-by-one loop below stops at once). Past 17
+      // digits, one by one to 19.
       while (p - start <= 9) {
         std::uint64_t chunk = 0;
         std::memcpy(&chunk, p, 8);
@@ -178,13 +178,12 @@ class Parser {
             value = value * kPowersOfTen[digits] + parse_eight_digits(chunk << (64 - 8 * digits));
             p += digits;
           }
-          ended = true;
           break;
         }
         value = value * 100000000 + parse_eight_digits(chunk);
         p += 8;
       }
-      while (!ended && is_digit(*p) && p - start < 19) value = value * 10 + static_cast<std::uint64_t>(*p++ - '0');
+      while (is_digit(*p) && p - start < 19) value = value * 10 + static_cast<std::uint64_t>(*p++ - '0');
       if (is_digit(*p)) {
         if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
             __builtin_add_overflow(value, static_cast<std::uint64_t>(*p - '0'), &value)) {
