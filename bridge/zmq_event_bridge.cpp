@@ -11,6 +11,8 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "libindexer/thread_name.h"
+
 namespace kvidx::bridge {
 namespace {
 
@@ -332,7 +334,10 @@ SinkStatus ZmqEventBridge::start() {
   }
   // NOTE: the sockets were made on this thread; thread creation is a full barrier, and from here
   // on only the loop thread touches them.
-  impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
+  impl_->thread = std::thread([impl = impl_.get()] {
+    name_this_thread("kvidx-zmq");
+    impl->run();
+  });
   return {};
 }
 

@@ -17,6 +17,7 @@
 
 #include "libbus/log_rate_limiter.h"
 #include "libbus/metrics.h"
+#include "libindexer/thread_name.h"
 
 namespace kvidx::bus {
 
@@ -172,6 +173,7 @@ bool HttpServer::start(const std::string& host, std::uint16_t port, std::string&
   }
   asio::co_spawn(impl_->io, impl_->accept_loop(), [](const std::exception_ptr&) {});
   impl_->thread = std::thread([impl = impl_.get()] {
+    name_this_thread("kvidx-http");
     try {
       impl->io.run();
     } catch (const std::exception& e) {

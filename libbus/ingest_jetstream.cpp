@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include "libbus/ingest.h"
+#include "libindexer/thread_name.h"
 
 namespace kvidx::bus {
 
@@ -48,9 +49,18 @@ BusStatus Ingest::start_jetstream() {
   auto p = OrderedStreamReader::open(ctx_.ingest_conn, *ctx_.js, config.stream, spec);
   if (!p.ok()) return p.error();
   pull_.emplace(std::move(p).value());
-  fetch_thread_ = std::thread([this] { fetch_loop(); });
-  dispatch_thread_ = std::thread([this] { dispatch_loop(); });
-  ack_thread_ = std::thread([this] { ack_loop(); });
+  fetch_thread_ = std::thread([this] {
+    name_this_thread("kvidx-fetch");
+    fetch_loop();
+  });
+  dispatch_thread_ = std::thread([this] {
+    name_this_thread("kvidx-dispatch");
+    dispatch_loop();
+  });
+  ack_thread_ = std::thread([this] {
+    name_this_thread("kvidx-ack");
+    ack_loop();
+  });
   return {};
 }
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "libindexer/thread_name.h"
+
 namespace kvidx::bus {
 
 Snapshotter::Snapshotter(ServiceContext& ctx, Ingest& ingest) : ctx_(ctx), ingest_(ingest) {}
@@ -174,7 +176,12 @@ bool Snapshotter::stale() const {
 }
 
 void Snapshotter::start_timer() {
-  if (ctx_.config.snapshot_interval.count() > 0) timer_thread_ = std::thread([this] { timer_loop(); });
+  if (ctx_.config.snapshot_interval.count() > 0) {
+    timer_thread_ = std::thread([this] {
+      name_this_thread("kvidx-snapshot");
+      timer_loop();
+    });
+  }
 }
 
 void Snapshotter::stop_timer() {

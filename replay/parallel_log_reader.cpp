@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "libindexer/thread_name.h"
 #include "replay/gz_input.h"
 
 namespace kvidx {
@@ -221,6 +222,7 @@ EventLogReadResult read_event_log_parallel(GzInput& input, const std::string& pa
   decoders.reserve(threads);
   for (std::size_t i = 0; i < threads; ++i) {
     decoders.emplace_back([&] {
+      name_this_thread("kvidx-decode");
       while (Chunk* chunk = window.claim()) {
         decode_chunk(*chunk, options.limits);
         window.decoded(chunk);
@@ -235,6 +237,7 @@ EventLogReadResult read_event_log_parallel(GzInput& input, const std::string& pa
   // fails its blocking read (EINTR), which ends the read as in the sequential reader; a reader on
   // another thread would wait in read() for more input.
   std::thread deliverer([&] {
+    name_this_thread("kvidx-hand-on");
     std::uint64_t lines_before = 0;  // lines of the chunks already handed on
     bool done = false;
     while (!done) {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "libindexer/lanes/lane_observation.h"
+#include "libindexer/thread_name.h"
 
 namespace kvidx {
 
@@ -43,8 +44,18 @@ LaneIndexer::LaneIndexer(LaneIndexerOptions options) : options_(std::move(option
   // first log line (ThreadSanitizer cannot see the library's own guard).
   spdlog::default_logger_raw();
   // NOTE: threads start only after every Lane exists, so no thread sees a half-built vector.
-  for (auto& lane : lanes_) lane->thread = std::thread([this, raw = lane.get()] { run_lane(*raw); });
-  if (pruner_) prune_pump_ = std::thread([this] { run_prune_pump(); });
+  for (auto& lane : lanes_) {
+    lane->thread = std::thread([this, raw = lane.get()] {
+      name_this_thread("kvidx-lane-" + std::to_string(raw->id));
+      run_lane(*raw);
+    });
+  }
+  if (pruner_) {
+    prune_pump_ = std::thread([this] {
+      name_this_thread("kvidx-prune");
+      run_prune_pump();
+    });
+  }
 }
 
 LaneIndexer::~LaneIndexer() { shutdown(); }

@@ -25,6 +25,8 @@
 #include "tests/support/nats_client.h"
 #include "tests/support/nats_server.h"
 #include "tests/support/service_configs.h"
+#include "tests/support/thread_names.h"
+#include "tests/support/wait_until.h"
 
 using namespace kvidx;
 using namespace kvidx::bus;
@@ -404,6 +406,21 @@ TEST_CASE("service: lane queue depth is exported per lane") {
   for (int lane = 0; lane < 3; ++lane) {
     CHECK(text.find("kvidx_lane_queue_depth{lane=\"" + std::to_string(lane) + "\"} 0") != std::string::npos);
   }
+}
+
+TEST_CASE("service: its threads are named for top -H: each lane and each stage of the JetStream ingest") {
+  NatsServer server;
+  ServiceConfig c = service_config_for(server, "names", 4);
+  c.lanes = 2;
+  KvidxService service(c);
+  REQUIRE(service.start().ok());
+  // NOTE: each thread names itself as it starts, which may come just after start() returns.
+  const std::set<std::string> expected{"kvidx-lane-0", "kvidx-lane-1", "kvidx-fetch", "kvidx-dispatch", "kvidx-ack"};
+  const bool named = testing::wait_until([&] {
+    const auto names = testing::thread_names();
+    return std::includes(names.begin(), names.end(), expected.begin(), expected.end());
+  });
+  CHECK(named);
 }
 
 TEST_CASE("service: stream retention is applied to the events stream, and trimmed history is reported at start") {
