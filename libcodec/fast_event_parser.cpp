@@ -158,6 +158,31 @@ class Parser {
     return parse_eight_digits((chunk << (63 - 8 * n)) << 1);
   }
 
+  // u64's long numbers: `p` at a number whose first 8 bytes (`c1`) are digits, with 24 bytes of
+  // input from p. Reads the rest as u64 does; returns how many digits it read (0: out of range).
+  // NOTE: kept out of line, so the short numbers' path (ids, ranks) saves no registers for it.
+  static std::uint32_t eight_digits_and_more(const char* p, std::uint64_t c1, std::uint64_t& value) {
+    std::uint64_t c2 = 0;
+    std::memcpy(&c2, p + 8, 8);
+    const std::uint32_t n2 = leading_digits(c2);
+    if (n2 < 8) {
+      value = parse_eight_digits(c1) * kPowersOfTen[n2] + parse_leading_digits(c2, n2);
+      return 8 + n2;
+    }
+    std::uint64_t c3 = 0;
+    std::memcpy(&c3, p + 16, 8);
+    const std::uint32_t n3 = leading_digits(c3);
+    if (n3 > 4) return 0;
+    // NOTE: one checked path for 17 to 20 digits: random 64-bit hashes have 19 or 20 about
+    // equally often, and a branch between the two would be mispredicted half the time.
+    const std::uint64_t sixteen = parse_eight_digits(c1) * 100000000 + parse_eight_digits(c2);
+    if (__builtin_mul_overflow(sixteen, kPowersOfTen[n3], &value) ||
+        __builtin_add_overflow(value, parse_leading_digits(c3, n3), &value)) {
+      return 0;
+    }
+    return 16 + n3;
+  }
+
   // An unsigned integer exactly as the DOM decoder's number_unsigned: no sign, fraction, exponent
   // or leading zero, and at most 2^64 - 1.
   bool u64(std::uint64_t& out) {
@@ -176,30 +201,16 @@ class Parser {
       std::uint64_t c1 = 0;
       std::memcpy(&c1, p, 8);
       const std::uint32_t n1 = leading_digits(c1);
-      if (n1 < 8) {
+      if (n1 == 1) {
+        value = c1 & 0x0F;  // ids and ranks are often one digit: no reduction needed
+        ++p;
+      } else if (n1 < 8) {
         value = parse_leading_digits(c1, n1);
         p += n1;
       } else {
-        std::uint64_t c2 = 0;
-        std::memcpy(&c2, p + 8, 8);
-        const std::uint32_t n2 = leading_digits(c2);
-        if (n2 < 8) {
-          value = parse_eight_digits(c1) * kPowersOfTen[n2] + parse_leading_digits(c2, n2);
-          p += 8 + n2;
-        } else {
-          std::uint64_t c3 = 0;
-          std::memcpy(&c3, p + 16, 8);
-          const std::uint32_t n3 = leading_digits(c3);
-          if (n3 > 4) return false;
-          // NOTE: one checked path for 17 to 20 digits: random 64-bit hashes have 19 or 20 about
-          // equally often, and a branch between the two would be mispredicted half the time.
-          const std::uint64_t sixteen = parse_eight_digits(c1) * 100000000 + parse_eight_digits(c2);
-          if (__builtin_mul_overflow(sixteen, kPowersOfTen[n3], &value) ||
-              __builtin_add_overflow(value, parse_leading_digits(c3, n3), &value)) {
-            return false;
-          }
-          p += 16 + n3;
-        }
+        const std::uint32_t digits = eight_digits_and_more(p, c1, value);
+        if (digits == 0) return false;
+        p += digits;
       }
     } else {
       // 19 digits always fit; the 20th is checked; a 21st is always out of range.
