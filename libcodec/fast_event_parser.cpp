@@ -160,7 +160,6 @@ class Parser {
 
   // u64's long numbers: `p` at a number whose first 8 bytes (`c1`) are digits, with 24 bytes of
   // input from p. Reads the rest as u64 does; returns how many digits it read (0: out of range).
-  // NOTE: kept out of line, so the short numbers' path (ids, ranks) saves no registers for it.
   static std::uint32_t eight_digits_and_more(const char* p, std::uint64_t c1, std::uint64_t& value) {
     std::uint64_t c2 = 0;
     std::memcpy(&c2, p + 8, 8);
