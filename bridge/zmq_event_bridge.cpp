@@ -334,10 +334,7 @@ SinkStatus ZmqEventBridge::start() {
   }
   // NOTE: the sockets were made on this thread; thread creation is a full barrier, and from here
   // on only the loop thread touches them.
-  impl_->thread = std::thread([impl = impl_.get()] {
-    name_this_thread("kvidx-zmq");
-    impl->run();
-  });
+  impl_->thread = named_thread("kvidx-zmq", [impl = impl_.get()] { impl->run(); });
   return {};
 }
 

@@ -172,8 +172,7 @@ bool HttpServer::start(const std::string& host, std::uint16_t port, std::string&
     return false;
   }
   asio::co_spawn(impl_->io, impl_->accept_loop(), [](const std::exception_ptr&) {});
-  impl_->thread = std::thread([impl = impl_.get()] {
-    name_this_thread("kvidx-http");
+  impl_->thread = named_thread("kvidx-http", [impl = impl_.get()] {
     try {
       impl->io.run();
     } catch (const std::exception& e) {

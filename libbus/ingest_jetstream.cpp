@@ -49,18 +49,9 @@ BusStatus Ingest::start_jetstream() {
   auto p = OrderedStreamReader::open(ctx_.ingest_conn, *ctx_.js, config.stream, spec);
   if (!p.ok()) return p.error();
   pull_.emplace(std::move(p).value());
-  fetch_thread_ = std::thread([this] {
-    name_this_thread("kvidx-fetch");
-    fetch_loop();
-  });
-  dispatch_thread_ = std::thread([this] {
-    name_this_thread("kvidx-dispatch");
-    dispatch_loop();
-  });
-  ack_thread_ = std::thread([this] {
-    name_this_thread("kvidx-ack");
-    ack_loop();
-  });
+  fetch_thread_ = named_thread("kvidx-fetch", [this] { fetch_loop(); });
+  dispatch_thread_ = named_thread("kvidx-dispatch", [this] { dispatch_loop(); });
+  ack_thread_ = named_thread("kvidx-ack", [this] { ack_loop(); });
   return {};
 }
 

@@ -40,10 +40,7 @@ BusResult<std::unique_ptr<ShardScatter>> ShardScatter::start(Connection& conn, S
   if (auto s = sub.value().set_unlimited_pending(); !s.ok()) return s.error();
   self->sub_ = std::move(sub).value();
   if (auto s = conn.flush(); !s.ok()) return s.error();
-  self->timer_ = std::thread([self] {
-    name_this_thread("kvidx-scatter");
-    self->timer_loop();
-  });
+  self->timer_ = named_thread("kvidx-scatter", [self] { self->timer_loop(); });
   return scatter;
 }
 

@@ -176,12 +176,8 @@ bool Snapshotter::stale() const {
 }
 
 void Snapshotter::start_timer() {
-  if (ctx_.config.snapshot_interval.count() > 0) {
-    timer_thread_ = std::thread([this] {
-      name_this_thread("kvidx-snapshot");
-      timer_loop();
-    });
-  }
+  if (ctx_.config.snapshot_interval.count() > 0)
+    timer_thread_ = named_thread("kvidx-snapshot", [this] { timer_loop(); });
 }
 
 void Snapshotter::stop_timer() {

@@ -5,6 +5,8 @@
 
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 
 namespace kvidx {
 
@@ -15,5 +17,14 @@ void name_this_thread(std::string_view name);
 
 // The calling thread's name (empty if it cannot be read).
 std::string this_thread_name();
+
+// A thread that names itself `name`, then runs `body`: how kvidx starts its long-lived threads.
+template <typename Body>
+std::thread named_thread(std::string name, Body body) {
+  return std::thread([name = std::move(name), body = std::move(body)]() mutable {
+    name_this_thread(name);
+    body();
+  });
+}
 
 }  // namespace kvidx

@@ -221,13 +221,12 @@ EventLogReadResult read_event_log_parallel(GzInput& input, const std::string& pa
   std::vector<std::thread> decoders;
   decoders.reserve(threads);
   for (std::size_t i = 0; i < threads; ++i) {
-    decoders.emplace_back([&] {
-      name_this_thread("kvidx-decode");
+    decoders.push_back(named_thread("kvidx-decode", [&] {
       while (Chunk* chunk = window.claim()) {
         decode_chunk(*chunk, options.limits);
         window.decoded(chunk);
       }
-    });
+    }));
   }
 
   std::string io_error;
@@ -236,8 +235,7 @@ EventLogReadResult read_event_log_parallel(GzInput& input, const std::string& pa
   // one thread, so the callback needs no locking): a Ctrl-C is delivered to the main thread and
   // fails its blocking read (EINTR), which ends the read as in the sequential reader; a reader on
   // another thread would wait in read() for more input.
-  std::thread deliverer([&] {
-    name_this_thread("kvidx-hand-on");
+  std::thread deliverer = named_thread("kvidx-hand-on", [&] {
     std::uint64_t lines_before = 0;  // lines of the chunks already handed on
     bool done = false;
     while (!done) {

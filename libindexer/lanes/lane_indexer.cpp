@@ -45,16 +45,10 @@ LaneIndexer::LaneIndexer(LaneIndexerOptions options) : options_(std::move(option
   spdlog::default_logger_raw();
   // NOTE: threads start only after every Lane exists, so no thread sees a half-built vector.
   for (auto& lane : lanes_) {
-    lane->thread = std::thread([this, raw = lane.get()] {
-      name_this_thread("kvidx-lane-" + std::to_string(raw->id));
-      run_lane(*raw);
-    });
+    lane->thread = named_thread("kvidx-lane-" + std::to_string(lane->id), [this, raw = lane.get()] { run_lane(*raw); });
   }
   if (pruner_) {
-    prune_pump_ = std::thread([this] {
-      name_this_thread("kvidx-prune");
-      run_prune_pump();
-    });
+    prune_pump_ = named_thread("kvidx-prune", [this] { run_prune_pump(); });
   }
 }
 
