@@ -182,17 +182,19 @@ class Parser {
     return 16 + n3;
   }
 
-  // An unsigned integer exactly as the DOM decoder's number_unsigned: no sign, fraction, exponent
-  // or leading zero, and at most 2^64 - 1.
-  bool u64(std::uint64_t& out) {
-    skip_ws();
+  // The digits of an unsigned integer at the cursor, read as the DOM decoder's number_unsigned
+  // reads them (no sign, no leading zero, at most 2^64 - 1); the cursor moves past them. NOTE: the
+  // byte after them is not looked at: u64 checks it; the canonical layout's callers leave it to
+  // the literal that must come next (',', '}' or ']'), which a fraction, an exponent or a further
+  // digit does not match.
+  bool digits(std::uint64_t& out) {
     // NOTE: a local cursor: stores through p_ (a char*) would alias every load of the input.
     const char* p = p_;
     const char* const end = end_;
     if (p == end || !is_digit(*p)) return false;
     std::uint64_t value = 0;
     if (*p == '0') {
-      ++p;  // a leading zero: a digit after it is rejected below
+      ++p;  // a leading zero: a digit after it is rejected by what reads the next byte
     } else if (std::endian::native == std::endian::little && end - p >= 24) {
       // Three 8-byte chunks cover the longest valid number (20 digits) and the byte after it, all
       // inside the input (24 bytes left). A chunk with a non-digit ends the number; past 16
@@ -207,9 +209,9 @@ class Parser {
         value = parse_leading_digits(c1, n1);
         p += n1;
       } else {
-        const std::uint32_t digits = eight_digits_and_more(p, c1, value);
-        if (digits == 0) return false;
-        p += digits;
+        const std::uint32_t count = eight_digits_and_more(p, c1, value);
+        if (count == 0) return false;
+        p += count;
       }
     } else {
       // 19 digits always fit; the 20th is checked; a 21st is always out of range.
@@ -223,15 +225,34 @@ class Parser {
         ++p;
       }
     }
-    if (p != end && (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E')) return false;
     p_ = p;
     out = value;
+    return true;
+  }
+
+  // An unsigned integer exactly as the DOM decoder's number_unsigned: no sign, fraction, exponent
+  // or leading zero, and at most 2^64 - 1.
+  bool u64(std::uint64_t& out) {
+    skip_ws();
+    const char* const start = p_;
+    if (!digits(out)) return false;
+    if (p_ != end_ && (is_digit(*p_) || *p_ == '.' || *p_ == 'e' || *p_ == 'E')) {
+      p_ = start;
+      return false;
+    }
     return true;
   }
 
   bool u32(std::uint32_t& out) {
     std::uint64_t wide = 0;
     if (!u64(wide) || wide > std::numeric_limits<std::uint32_t>::max()) return false;
+    out = static_cast<std::uint32_t>(wide);
+    return true;
+  }
+  // digits() for a u32 (the canonical layout's).
+  bool digits32(std::uint32_t& out) {
+    std::uint64_t wide = 0;
+    if (!digits(wide) || wide > std::numeric_limits<std::uint32_t>::max()) return false;
     out = static_cast<std::uint32_t>(wide);
     return true;
   }
@@ -609,29 +630,31 @@ class Parser {
 
   // The layout every encoder we know writes (kvidx's own and Dynamo's serde order: no whitespace,
   // known keys only, each once, in this order). Anything else returns false, and the caller goes
-  // the general way from the same place. NOTE: only exact literals, numbers through u64/u32 and
+  // the general way from the same place. NOTE: only exact literals, numbers through digits() and
   // the same limits are accepted, so a document taken here is one the DOM decoder accepts with the
   // same result; depth_ is not tracked, so the deepest layout (6 levels) must fit the limit first.
+  // Invariant: every number here is followed by a literal starting with ',', '}' or ']' (what
+  // makes digits() exact without u64's look at the next byte).
   bool canonical_router_event(RouterEvent& out) {
     if (depth_ + 6 > limits_.max_nesting_depth) return false;
-    if (!lit("{\"worker_id\":") || !u64(out.worker_id)) return false;
+    if (!lit("{\"worker_id\":") || !digits(out.worker_id)) return false;
     if (lit(",\"storage_tier\":")) {
       std::string_view name;
       if (!plain_string(name)) return false;
       out.storage_tier = storage_tier_from_string(name);
       if (!out.storage_tier) return false;
     }
-    if (!lit(",\"event\":{\"event_id\":") || !u64(out.event.event_id) || !lit(",\"data\":")) return false;
+    if (!lit(",\"event\":{\"event_id\":") || !digits(out.event.event_id) || !lit(",\"data\":")) return false;
     if (lit("{\"stored\":{\"parent_hash\":")) {
       auto& data = out.event.data.emplace<KvCacheStoreData>();
       if (!lit("null")) {
         std::uint64_t parent = 0;
-        if (!u64(parent)) return false;
+        if (!digits(parent)) return false;
         data.parent_hash = ExternalSequenceBlockHash{parent};
       }
       if (lit(",\"start_position\":")) {
         std::uint32_t start = 0;
-        if (!u32(start)) return false;
+        if (!digits32(start)) return false;
         data.start_position = start;
       }
       if (!lit(",\"blocks\":[")) return false;
@@ -641,8 +664,8 @@ class Parser {
         do {
           if (parsed.size() == limits_.max_blocks_per_event) return false;
           StoredBlock& block = parsed.emplace_back();
-          if (!lit("{\"block_hash\":") || !u64(block.block_hash.value) || !lit(",\"tokens_hash\":") ||
-              !u64(block.tokens_hash.value) || !lit("}")) {
+          if (!lit("{\"block_hash\":") || !digits(block.block_hash.value) || !lit(",\"tokens_hash\":") ||
+              !digits(block.tokens_hash.value) || !lit("}")) {
             return false;  // mm_extra_info too goes the general way
           }
         } while (lit(","));
@@ -657,7 +680,7 @@ class Parser {
         auto& parsed = scratch.items();
         do {
           if (parsed.size() == limits_.max_blocks_per_event) return false;
-          if (!u64(parsed.emplace_back().value)) return false;
+          if (!digits(parsed.emplace_back().value)) return false;
         } while (lit(","));
         if (!lit("]")) return false;
         scratch.move_into(hashes);
@@ -668,7 +691,7 @@ class Parser {
     } else {
       return false;
     }
-    return lit(",\"dp_rank\":") && u32(out.event.dp_rank) && lit("}}");
+    return lit(",\"dp_rank\":") && digits32(out.event.dp_rank) && lit("}}");
   }
 
   bool router_event(RouterEvent& out) {
@@ -748,6 +771,23 @@ class Parser {
     return true;
   }
 
+  // The wrapper's "ts" and "subject" values (null or a value), read as pass 2 of
+  // try_decode_event_log_line would; false (the cursor then anywhere) for anything else.
+  bool ts_value(std::optional<double>& out) {
+    if (peek('n')) return null_literal();
+    double v = 0;
+    if (!ts_number(v)) return false;
+    out = v;
+    return true;
+  }
+  bool subject_value(std::optional<std::string_view>& out) {
+    if (peek('n')) return null_literal();
+    std::string_view text;
+    if (!plain_string(text)) return false;
+    out = text;
+    return true;
+  }
+
  private:
   const char* p_;
   const char* end_;
@@ -788,7 +828,9 @@ bool try_decode_event_log_line(std::string_view line, const DecodeLimits& limits
   const char* const begin = line.data();
   const char* const end = line.data() + line.size();
   // Pass 1 over the top level: whether "worker_id" is present decides between the bare event and
-  // the capture wrapper, and it may come after "event", so member values are only located here.
+  // the capture wrapper, and it may come after "event", so member values are located here, and
+  // read where that is safe either way (the wrapper's "event" when it decodes as a RouterEvent,
+  // "ts", "subject").
   Parser top(begin, end, limits);
   if (!top.open('{')) return false;
   bool has_worker = false;
@@ -796,6 +838,10 @@ bool try_decode_event_log_line(std::string_view line, const DecodeLimits& limits
   const char* event_at = nullptr;
   const char* ts_at = nullptr;
   const char* subject_at = nullptr;
+  // "ts" and "subject" as read in pass 1 (when they read there: see below).
+  bool ts_read = false, subject_read = false;
+  std::optional<double> ts;
+  std::optional<std::string_view> subject;
   if (!top.consume('}')) {
     bool more = true;
     while (more) {
@@ -822,12 +868,20 @@ bool try_decode_event_log_line(std::string_view line, const DecodeLimits& limits
           }
           out.event = RouterEvent{};
         }
-      } else if (k == "ts") {
-        if (ts_at != nullptr) return false;
-        ts_at = at;
-      } else if (k == "subject") {
-        if (subject_at != nullptr) return false;
-        subject_at = at;
+      } else if (k == "ts" || k == "subject") {
+        const bool is_ts = k == "ts";
+        const char*& value_at = is_ts ? ts_at : subject_at;
+        if (value_at != nullptr) return false;
+        value_at = at;
+        // NOTE: read here, once, instead of skipped here and read again in pass 2. A value that
+        // does not read is skipped as any other: a bare event ignores it, a wrapper is refused.
+        bool& read = is_ts ? ts_read : subject_read;
+        read = is_ts ? top.ts_value(ts) : top.subject_value(subject);
+        if (read) {
+          if (!top.next('}', more)) return false;
+          continue;
+        }
+        top.seek(at);
       }
       if (!top.skip_value()) return false;
       if (!top.next('}', more)) return false;
@@ -848,21 +902,14 @@ bool try_decode_event_log_line(std::string_view line, const DecodeLimits& limits
     Parser event(event_at, end, limits, 1);
     if (!event.router_event(out.event)) return false;
   }
+  // A "ts" or "subject" that did not read in pass 1 would not read here either.
   if (ts_at != nullptr) {
-    Parser ts(ts_at, end, limits, 1);
-    if (!ts.peek('n')) {
-      double v = 0;
-      if (!ts.ts_number(v)) return false;
-      out.ts = v;
-    }
+    if (!ts_read) return false;
+    out.ts = ts;
   }
   if (subject_at != nullptr) {
-    Parser subject(subject_at, end, limits, 1);
-    if (!subject.peek('n')) {
-      std::string_view text;
-      if (!subject.plain_string(text)) return false;
-      out.subject = std::string(text);
-    }
+    if (!subject_read) return false;
+    if (subject) out.subject = std::string(*subject);
   }
   return true;
 }
