@@ -73,7 +73,9 @@ std::vector<RouterEvent> ConcurrentRadixTree::dump_events() const {
       }
       // Each stream's own names (edge_names.h), so the dump replays to the same lookups.
       auto& blocks = std::get<KvCacheStoreData>(events[index].event.data).blocks;
-      blocks.reserve(blocks.size() + entry.covered);
+      // NOTE: only a new event reserves: a chain through pass-through nodes appends node by node,
+      // and reserving the exact size at each would copy its blocks once per node (quadratic).
+      if (blocks.empty()) blocks.reserve(entry.covered);
       for (std::uint32_t i = 0; i < entry.covered; ++i) {
         blocks.push_back(StoredBlock{n.name_of(entry.slot, i), n.edge_[i].local, std::nullopt});
       }
