@@ -50,6 +50,10 @@ int run_summary(const std::string& json_dir) {
           const std::string key = "micro find_matches " + params + " (mean)";
           by_case[key][index] = b.at("real_time").get<double>() / 1000.0;  // ns -> µs
           units[key] = {"µs", false};
+        } else if (kind == "find_matches_wide") {
+          const std::string key = "micro find_matches, a prompt every stream holds, " + params + " (mean)";
+          by_case[key][index] = b.at("real_time").get<double>() / 1000.0;  // ns -> µs
+          units[key] = {"µs", false};
         } else if (kind == "apply_store_remove_128") {
           const std::string key = "micro apply 128-block Stored+Removed";
           by_case[key][index] = b.at("items_per_second").get<double>();

@@ -1,6 +1,7 @@
 // Google Benchmark micro benches: find_matches (32/128/1024-block queries, idle and while a writer
-// thread applies Stored/Removed pairs), apply_event (a 128-block Stored + its Removed on a populated
-// index) and the JSON decoder; kvidx's ConcurrentRadixTree beside the three baselines.
+// thread applies Stored/Removed pairs; and over a prompt every one of 1000 or 7000 streams holds),
+// apply_event (a 128-block Stored + its Removed on a populated index) and the JSON decoder;
+// kvidx's ConcurrentRadixTree beside the three baselines.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -133,6 +134,95 @@ void BM_FindMatches(benchmark::State& state) {
   if (busy) state.counters["writer_events"] = static_cast<double>(writes.load());
 }
 
+// A fleet whose every stream holds one system prompt, so each query scores them all (the
+// reference's find_matches returns every stream matching at least one block): stream s stores
+// the prompt (16 blocks), one of 50 bodies (8) and a tail of its own (8); a query is a stream's
+// whole sequence. Every eighth stream belongs to the writer (writers:1), which stores a 4-block
+// extension under one of its tails and removes it again, changing block counts the query reads.
+struct WideFleet {
+  std::vector<RouterEvent> reader_build, writer_build;
+  std::vector<std::vector<RouterEvent>> writer_cycles;
+  std::vector<std::vector<LocalBlockHash>> queries;
+};
+
+const WideFleet& wide_fleet(std::size_t holders) {
+  static std::map<std::size_t, WideFleet> cache;
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  WideFleet& f = cache[holders];
+  if (!f.queries.empty()) return f;
+  auto stored = [](WorkerId worker, std::optional<ExternalSequenceBlockHash> parent,
+                   std::span<const LocalBlockHash> locals, std::span<const ExternalSequenceBlockHash> ext) {
+    KvCacheStoreData d;
+    d.parent_hash = parent;
+    for (std::size_t i = 0; i < locals.size(); ++i) d.blocks.push_back(StoredBlock{ext[i], locals[i], std::nullopt});
+    return RouterEvent{worker, KvCacheEvent{0, d, 0}, std::nullopt};
+  };
+  for (std::uint64_t s = 0; s < holders; ++s) {
+    std::vector<LocalBlockHash> locals;
+    for (std::uint64_t i = 0; i < 16; ++i) locals.push_back(LocalBlockHash{i + 1});
+    for (std::uint64_t i = 0; i < 8; ++i) locals.push_back(LocalBlockHash{1000 + (s % 50) * 100 + i});
+    for (std::uint64_t i = 0; i < 8; ++i) locals.push_back(LocalBlockHash{10'000'000 + s * 100 + i});
+    for (std::uint64_t i = 0; i < 4; ++i) locals.push_back(LocalBlockHash{50'000'000 + s * 100 + i});
+    const auto ext = compute_sequence_hashes(locals);
+    const std::span<const LocalBlockHash> l(locals);
+    const std::span<const ExternalSequenceBlockHash> e(ext);
+    const WorkerId worker = s + 1;
+    auto& build = s % 8 == 0 ? f.writer_build : f.reader_build;
+    build.push_back(stored(worker, std::nullopt, l.first(16), e.first(16)));
+    build.push_back(stored(worker, e[15], l.subspan(16, 8), e.subspan(16, 8)));
+    build.push_back(stored(worker, e[23], l.subspan(24, 8), e.subspan(24, 8)));
+    if (s % 8 == 0) {
+      KvCacheRemoveData removed;
+      removed.block_hashes.assign(e.begin() + 32, e.end());
+      f.writer_cycles.push_back({stored(worker, e[31], l.subspan(32), e.subspan(32)),
+                                 RouterEvent{worker, KvCacheEvent{0, removed, 0}, std::nullopt}});
+    }
+    if (s % std::max<std::size_t>(1, holders / 256) == 0) f.queries.emplace_back(locals.begin(), locals.begin() + 32);
+  }
+  return f;
+}
+
+template <typename Index>
+void BM_FindMatchesWide(benchmark::State& state) {
+  const auto holders = static_cast<std::size_t>(state.range(0));
+  const bool busy = state.range(1) != 0;
+  const WideFleet& fleet = wide_fleet(holders);
+  // One index per fleet size, built once; the writer's streams keep their own lookup (kvidx's
+  // lookups belong to one thread at a time).
+  static std::map<std::size_t, std::pair<std::unique_ptr<Index>, typename Index::Lookup>> built;
+  auto& [index, writer_lookup] = built[holders];
+  if (!index) {
+    index = std::make_unique<Index>();
+    static std::map<std::size_t, typename Index::Lookup> reader_lookups;
+    for (const auto& e : fleet.reader_build) index->apply(reader_lookups[holders], e);
+    for (const auto& e : fleet.writer_build) index->apply(writer_lookup, e);
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> writes{0};
+  std::thread writer;
+  if (busy) {
+    writer = std::thread([&, &index = index, &writer_lookup = writer_lookup] {
+      std::size_t next = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (const auto& e : fleet.writer_cycles[next++ % fleet.writer_cycles.size()]) index->apply(writer_lookup, e);
+        writes.fetch_add(2, std::memory_order_relaxed);
+      }
+    });
+  }
+  std::size_t i = 0;
+  std::size_t scored = 0;
+  for (auto _ : state) {
+    scored = index->find(fleet.queries[i++ % fleet.queries.size()]);
+    benchmark::DoNotOptimize(scored);
+  }
+  stop = true;
+  if (writer.joinable()) writer.join();
+  if (scored != holders) state.SkipWithError("a query did not score every stream");
+  state.SetItemsProcessed(state.iterations());
+  if (busy) state.counters["writer_events"] = static_cast<double>(writes.load());
+}
+
 template <typename Index>
 void BM_ApplyStoreRemove(benchmark::State& state) {
   Index& index = populated<Index>();
@@ -183,6 +273,17 @@ BENCHMARK(BM_FindMatches<KvidxIndex>)->Name("find_matches/kvidx")->Apply(find_ar
 BENCHMARK(BM_FindMatches<MutexRadixIndex>)->Name("find_matches/mutex-radix")->Apply(find_args);
 BENCHMARK(BM_FindMatches<FlatIndex>)->Name("find_matches/flat-hash")->Apply(find_args);
 BENCHMARK(BM_FindMatches<PositionalIdx>)->Name("find_matches/positional")->Apply(find_args);
+void wide_args(benchmark::internal::Benchmark* b) {
+  for (const int busy : {0, 1}) {
+    for (const int holders : {1000, 7000}) b->Args({holders, busy});
+  }
+  b->ArgNames({"holders", "writers"})->UseRealTime();
+}
+
+BENCHMARK(BM_FindMatchesWide<KvidxIndex>)->Name("find_matches_wide/kvidx")->Apply(wide_args);
+BENCHMARK(BM_FindMatchesWide<MutexRadixIndex>)->Name("find_matches_wide/mutex-radix")->Apply(wide_args);
+BENCHMARK(BM_FindMatchesWide<FlatIndex>)->Name("find_matches_wide/flat-hash")->Apply(wide_args);
+BENCHMARK(BM_FindMatchesWide<PositionalIdx>)->Name("find_matches_wide/positional")->Apply(wide_args);
 BENCHMARK(BM_ApplyStoreRemove<KvidxIndex>)->Name("apply_store_remove_128/kvidx");
 BENCHMARK(BM_ApplyStoreRemove<MutexRadixIndex>)->Name("apply_store_remove_128/mutex-radix");
 BENCHMARK(BM_ApplyStoreRemove<FlatIndex>)->Name("apply_store_remove_128/flat-hash");
