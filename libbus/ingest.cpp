@@ -7,6 +7,7 @@
 
 #include "libcodec/event_codec.h"
 #include "libcodec/untrusted_text.h"
+#include "libindexer/thread_name.h"
 
 namespace kvidx::bus {
 
@@ -187,6 +188,13 @@ BusStatus Ingest::start_core() {
 }
 
 void Ingest::on_core_message(CoreIngest& state, const Message& msg) {
+  // nats.c's delivery thread runs this; named on its first message so `top -H` and perf show the
+  // core ingest stage as they show the JetStream ones.
+  thread_local bool named = false;
+  if (!named) {
+    name_this_thread("kvidx-core-in");
+    named = true;
+  }
   if (prepare_message(msg.subject(), msg.data(), state.decoded)) {
     std::string refused;
     if (ctx_.config.max_streams > 0) {

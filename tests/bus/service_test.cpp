@@ -157,6 +157,9 @@ TEST_CASE("service: core mode ingest of 64 workers x 2 ranks equals an offline s
   REQUIRE(service.indexer().flush() == IndexerStatus::ok);
   CHECK(service.stats().core_dropped == 0);
   CHECK(service_normal_form(service) == offline_normal_form(histories));
+  // What top -H shows: the subscription's delivery thread named itself on its first message.
+  const auto names = testing::thread_names();
+  CHECK(names.count("kvidx-core-in") == 1);
 }
 
 TEST_CASE("service: score queries over request reply match in-process find_matches") {
