@@ -269,10 +269,6 @@ void find_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"blocks", "writers"})->UseRealTime();
 }
 
-BENCHMARK(BM_FindMatches<KvidxIndex>)->Name("find_matches/kvidx")->Apply(find_args);
-BENCHMARK(BM_FindMatches<MutexRadixIndex>)->Name("find_matches/mutex-radix")->Apply(find_args);
-BENCHMARK(BM_FindMatches<FlatIndex>)->Name("find_matches/flat-hash")->Apply(find_args);
-BENCHMARK(BM_FindMatches<PositionalIdx>)->Name("find_matches/positional")->Apply(find_args);
 void wide_args(benchmark::internal::Benchmark* b) {
   for (const int busy : {0, 1}) {
     for (const int holders : {1000, 7000}) b->Args({holders, busy});
@@ -280,6 +276,10 @@ void wide_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"holders", "writers"})->UseRealTime();
 }
 
+BENCHMARK(BM_FindMatches<KvidxIndex>)->Name("find_matches/kvidx")->Apply(find_args);
+BENCHMARK(BM_FindMatches<MutexRadixIndex>)->Name("find_matches/mutex-radix")->Apply(find_args);
+BENCHMARK(BM_FindMatches<FlatIndex>)->Name("find_matches/flat-hash")->Apply(find_args);
+BENCHMARK(BM_FindMatches<PositionalIdx>)->Name("find_matches/positional")->Apply(find_args);
 BENCHMARK(BM_FindMatchesWide<KvidxIndex>)->Name("find_matches_wide/kvidx")->Apply(wide_args);
 BENCHMARK(BM_FindMatchesWide<MutexRadixIndex>)->Name("find_matches_wide/mutex-radix")->Apply(wide_args);
 BENCHMARK(BM_FindMatchesWide<FlatIndex>)->Name("find_matches_wide/flat-hash")->Apply(wide_args);
