@@ -62,6 +62,27 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
         hits.push_back(Hit{entry.slot, depth + reach});
         if (reach == length) active.push_back(to_u32(hits.size() - 1));
       }
+    } else if (4 * coverage.size() < active.size()) {
+      // Few of the active streams hold this edge (a prompt every stream holds, then a body a few
+      // do): each holder is looked up in active (ascending slot order) instead of walking every
+      // active stream. An active stream that holds none of the edge keeps its score: it is
+      // `depth` already (it matched the whole edge above).
+      std::size_t kept = 0;
+      auto next = active.begin();
+      for (const auto& entry : coverage) {
+        next = std::lower_bound(next, active.end(), entry.slot,
+                                [&](std::uint32_t index, WorkerSlot slot) { return hits[index].slot < slot; });
+        if (next == active.end()) break;
+        const std::uint32_t index = *next;
+        if (hits[index].slot != entry.slot) continue;
+        const std::uint32_t reach = std::min(entry.covered, matched);
+        hits[index].score = depth + reach;
+        // NOTE: kept <= next's position (each kept stream came from an earlier one), so this
+        // overwrites only what the search has passed.
+        if (reach == length) active[kept++] = index;
+        ++next;
+      }
+      active.resize(kept);
     } else {
       const bool gallop = coverage.size() > 4 * active.size();
       std::size_t kept = 0;
