@@ -3,6 +3,7 @@
 #include "libindexer/tree/radix_tree.h"
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "libindexer/tree/cache_prefetch.h"
@@ -23,11 +24,13 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
     WorkerSlot slot;
     std::uint32_t score;
   };
-  // NOTE: per-thread scratch keeps the traversal free of heap allocation after warm-up.
-  thread_local std::vector<Hit> hits;
-  thread_local std::vector<std::uint32_t> active;  // indices into hits, ascending slot order
-  hits.clear();
-  active.clear();
+  // NOTE: per-thread scratch, grown and never shrunk, keeps the traversal free of heap allocation
+  // after warm-up. A query uses the buffers' first entries and writes them by index, with no
+  // capacity check per stream: the first node of a fleet-wide prompt is held by thousands.
+  thread_local std::vector<Hit> hit_buffer;
+  thread_local std::vector<std::uint32_t> active_buffer;
+  std::span<Hit> hits;              // every stream the query scores
+  std::span<std::uint32_t> active;  // indices into hits, ascending slot order: still matching
 
   SharedLock lock(root_->mutex_);
   const RadixNode* node = root_.get();
@@ -57,11 +60,19 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
     const auto coverage = child->coverage_.entries();
     if (first) {
       first = false;
-      for (const auto& entry : coverage) {
-        const std::uint32_t reach = std::min(entry.covered, matched);
-        hits.push_back(Hit{entry.slot, depth + reach});
-        if (reach == length) active.push_back(to_u32(hits.size() - 1));
+      if (hit_buffer.size() < coverage.size()) {
+        hit_buffer.resize(coverage.size());
+        active_buffer.resize(coverage.size());
       }
+      hits = std::span<Hit>(hit_buffer).first(coverage.size());
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < coverage.size(); ++i) {
+        const std::uint32_t reach = std::min(coverage[i].covered, matched);
+        hits[i] = Hit{coverage[i].slot, depth + reach};
+        active_buffer[kept] = to_u32(i);
+        kept += reach == length ? 1 : 0;
+      }
+      active = std::span<std::uint32_t>(active_buffer).first(kept);
     } else if (4 * coverage.size() < active.size()) {
       // Few of the active streams hold this edge (a prompt every stream holds, then a body a few
       // do): each holder is looked up in active (ascending slot order) instead of walking every
@@ -82,7 +93,7 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
         if (reach == length) active[kept++] = index;
         ++next;
       }
-      active.resize(kept);
+      active = active.first(kept);
     } else {
       const bool gallop = coverage.size() > 4 * active.size();
       std::size_t kept = 0;
@@ -100,7 +111,7 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
         hits[index].score = depth + reach;
         if (reach == length) active[kept++] = index;
       }
-      active.resize(kept);
+      active = active.first(kept);
     }
     depth += matched;
     if (matched < length || active.empty()) break;
