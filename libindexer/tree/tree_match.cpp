@@ -53,10 +53,12 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
         query_fingerprint(query.subspan(depth, length), depth) == child->edge_fingerprint_) {
       matched = length;
     }
-    while (matched < length && depth + matched < query.size() &&
-           child->edge_[matched].local == query[depth + matched]) {
-      ++matched;
-    }
+    // NOTE: one bound, computed once: the query ending inside a long edge (a prompt) is compared
+    // block by block, and a second bound per block cost a third of the loop.
+    const std::uint32_t limit = std::min<std::uint32_t>(length, to_u32(query.size() - depth));
+    const EdgeBlock* const edge = child->edge_.data();
+    const LocalBlockHash* const rest = query.data() + depth;
+    while (matched < limit && edge[matched].local == rest[matched]) ++matched;
     const auto coverage = child->coverage_.entries();
     if (first) {
       first = false;
