@@ -3,6 +3,7 @@
 // child. Locking rules and invariants: radix_tree.h.
 #include "libindexer/tree/radix_tree.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -67,10 +68,10 @@ void ConcurrentRadixTree::extend_from(WorkerLookup& lookup, WorkerSlot slot, Nod
     const bool is_root = node == root_;
     const std::uint32_t length = n.edge_length();
     std::uint32_t matched = 0;
-    while (offset + matched < length && matched < blocks.size() &&
-           n.edge_[offset + matched].local == blocks[matched].tokens_hash) {
-      ++matched;
-    }
+    // NOTE: one bound, computed once (offset <= length: a held block's position plus one).
+    const std::size_t limit = std::min<std::size_t>(length - offset, blocks.size());
+    const EdgeBlock* const edge = n.edge_.data() + offset;
+    while (matched < limit && edge[matched].local == blocks[matched].tokens_hash) ++matched;
     if (!is_root && matched + offset > 0) {
       const std::uint32_t reach = offset + matched;
       const std::uint32_t before = n.coverage_.covered(slot);
