@@ -46,12 +46,9 @@ int run_summary(const std::string& json_dir) {
         const std::string index = next == std::string::npos ? rest : rest.substr(0, next);
         std::string params = next == std::string::npos ? "" : rest.substr(next + 1);
         if (const auto rt = params.find("/real_time"); rt != std::string::npos) params.erase(rt);
-        if (kind == "find_matches") {
-          const std::string key = "micro find_matches " + params + " (mean)";
-          by_case[key][index] = b.at("real_time").get<double>() / 1000.0;  // ns -> µs
-          units[key] = {"µs", false};
-        } else if (kind == "find_matches_wide") {
-          const std::string key = "micro find_matches, a prompt every stream holds, " + params + " (mean)";
+        if (kind == "find_matches" || kind == "find_matches_wide") {
+          const std::string what = kind == "find_matches" ? "" : ", a prompt every stream holds,";
+          const std::string key = "micro find_matches" + what + " " + params + " (mean)";
           by_case[key][index] = b.at("real_time").get<double>() / 1000.0;  // ns -> µs
           units[key] = {"µs", false};
         } else if (kind == "apply_store_remove_128") {
