@@ -59,6 +59,20 @@ TEST_CASE("an edge fingerprint is the sum of its parts' at their own depths") {
   CHECK(query_fingerprint({}, 9) == 0);  // an empty edge (a freed one) sums to nothing
 }
 
+TEST_CASE("a run's fingerprint is the sum of its blocks' terms, each at its own depth") {
+  // The run steps its depth key by addition; a grown edge adds fingerprint_term per new block.
+  // Both must give the same sum, or an edge grown in place would stop matching its queries.
+  std::mt19937_64 rng(20261207);
+  for (int round = 0; round < 500; ++round) {
+    std::vector<LocalBlockHash> run(rng() % 200);
+    for (auto& local : run) local = LocalBlockHash{rng() % 4 == 0 ? rng() % 16 : rng()};
+    const auto depth = static_cast<std::uint32_t>(rng() % 100'000);
+    std::uint64_t terms = 0;
+    for (std::uint32_t i = 0; i < run.size(); ++i) terms += fingerprint_term(run[i], depth + i);
+    CHECK(query_fingerprint(run, depth) == terms);
+  }
+}
+
 TEST_CASE("find_matches scores a query that leaves a long edge midway, by a changed block or a swapped pair") {
   ConcurrentRadixTree tree;
   DirectLookup lookup;
