@@ -33,15 +33,14 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
   std::span<std::uint32_t> active;  // indices into hits, ascending slot order: still matching
 
   SharedLock lock(root_->mutex_);
-  const RadixNode* node = root_.get();
   std::uint32_t depth = 0;
   bool first = true;
-  while (depth < query.size()) {
-    const RadixNode* child = node->children_.find(query[depth]);
-    if (child == nullptr) break;
+  // NOTE: `child` is found in the children of the node whose lock is held (the root's here, the
+  // previous child's at the bottom of the loop), so it stays alive until it is locked below.
+  const RadixNode* child = root_->children_.find(query[0]);
+  while (child != nullptr) {
     SharedLock child_lock(child->mutex_);
     lock = std::move(child_lock);  // NOTE: hand over hand: child locked before parent released
-    node = child;
 
     // The coverage is read after the edge is matched: start loading it now (it is usually cold).
     prefetch_line(child->coverage_.entries().data());
@@ -59,6 +58,13 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
     const EdgeBlock* const edge = child->edge_.data();
     const LocalBlockHash* const rest = query.data() + depth;
     while (matched < limit && edge[matched].local == rest[matched]) ++matched;
+    // The next child is found now, while this node's holders are scored, so loading it (usually
+    // a cache miss: the node deeper in a long query is cold) overlaps that work.
+    const RadixNode* next_child = nullptr;
+    if (matched == length && depth + matched < query.size()) {
+      next_child = child->children_.find(query[depth + matched]);
+      if (next_child != nullptr) prefetch_line(next_child);
+    }
     const auto coverage = child->coverage_.entries();
     if (first) {
       first = false;
@@ -118,6 +124,7 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
     depth += matched;
     if (matched < length || active.empty()) break;
     if (early_exit && active.size() == 1) break;
+    child = next_child;
   }
   lock.unlock();
 
