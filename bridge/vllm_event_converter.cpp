@@ -73,12 +73,12 @@ std::optional<KvCacheStoreData> VllmEventConverter::convert_stored(const VllmBlo
   if (stored.parent_block_hash) data.parent_hash = ExternalSequenceBlockHash{*stored.parent_block_hash};
   data.blocks.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
-    StoredBlock block{ExternalSequenceBlockHash{stored.block_hashes[i]}, locals[i], std::nullopt};
-    if (i < stored.block_mm_hashes.size() && !stored.block_mm_hashes[i].empty()) {
-      block.mm_extra_info = encode_mm_extra_info(stored.block_mm_hashes[i]);
-      ++stats_.mm_blocks;
-    }
-    data.blocks.push_back(std::move(block));
+    data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{stored.block_hashes[i]}, locals[i]});
+  }
+  for (std::size_t i = 0; i < n && i < stored.block_mm_hashes.size(); ++i) {
+    if (stored.block_mm_hashes[i].empty()) continue;
+    data.set_mm_extra_info(i, encode_mm_extra_info(stored.block_mm_hashes[i]));
+    ++stats_.mm_blocks;
   }
   stats_.blocks_stored += n;
   return data;

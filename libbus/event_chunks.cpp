@@ -81,6 +81,9 @@ BusResult<std::vector<RouterEvent>> split_event_to_fit(const RouterEvent& event,
       if (stored->start_position) data.start_position = *stored->start_position + static_cast<std::uint32_t>(b);
       data.blocks.assign(blocks.begin() + static_cast<std::ptrdiff_t>(b),
                          blocks.begin() + static_cast<std::ptrdiff_t>(e));
+      for (std::size_t i = b; i < e; ++i) {
+        if (const std::string* info = stored->mm_extra_info(i)) data.set_mm_extra_info(i - b, *info);
+      }
       return with_data(event, std::move(data));
     };
     return split_runs(blocks.size(), limit, piece, "stored block");

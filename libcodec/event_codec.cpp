@@ -35,6 +35,7 @@ KvCacheStoreData read_stored(const Json& body, const std::string& path, const De
          fmt::format("{} blocks exceed the limit of {} per event", blocks.size(), limits.max_blocks_per_event));
   }
   data.blocks.reserve(blocks.size());
+  std::vector<std::optional<std::string>> infos;  // sized on the first block that has one
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const Json& block = blocks[i];
     const std::string block_path = join(blocks_path, i);
@@ -44,14 +45,16 @@ KvCacheStoreData read_stored(const Json& body, const std::string& path, const De
         ExternalSequenceBlockHash{read_u64(require(block, "block_hash", block_path), join(block_path, "block_hash"))};
     out.tokens_hash =
         LocalBlockHash{read_u64(require(block, "tokens_hash", block_path), join(block_path, "tokens_hash"))};
+    data.blocks.push_back(out);
     if (const Json* mm = find(block, "mm_extra_info"); mm != nullptr && !mm->is_null()) {
       if (!mm->is_object())
         fail(Kind::wrong_type, join(block_path, "mm_extra_info"),
              fmt::format("expected an object or null, got {}", type_name(*mm)));
-      out.mm_extra_info = mm->dump();
+      infos.resize(blocks.size());
+      infos[i] = mm->dump();
     }
-    data.blocks.push_back(std::move(out));
   }
+  data.mm_extra_infos = std::move(infos);  // empty, or one per block
   return data;
 }
 
@@ -206,9 +209,9 @@ void append_router_event(std::string& out, const RouterEvent& event) {
       append_u64(out, block.block_hash.value);
       out += R"(,"tokens_hash":)";
       append_u64(out, block.tokens_hash.value);
-      if (block.mm_extra_info) {
+      if (const std::string* info = stored->mm_extra_info(i)) {
         out += R"(,"mm_extra_info":)";
-        out += *block.mm_extra_info;
+        out += *info;
       }
       out += '}';
     }

@@ -433,7 +433,7 @@ class Parser {
     return true;
   }
 
-  bool block(StoredBlock& out) {
+  bool block(StoredBlock& out, std::optional<std::string>& mm) {
     if (!open('{')) return false;
     bool has_block = false, has_tokens = false, has_mm = false;
     if (!consume('}')) {
@@ -448,7 +448,7 @@ class Parser {
           if (has_tokens || !u64(out.tokens_hash.value)) return false;
           has_tokens = true;
         } else if (k == "mm_extra_info") {
-          if (has_mm || !mm_extra_info(out.mm_extra_info)) return false;
+          if (has_mm || !mm_extra_info(mm)) return false;
           has_mm = true;
         } else if (!skip_value()) {
           return false;
@@ -487,7 +487,7 @@ class Parser {
         std::string_view k;
         if (!key(k)) return false;
         if (k == "blocks") {
-          if (has_blocks || !blocks(out.blocks)) return false;
+          if (has_blocks || !blocks(out)) return false;
           has_blocks = true;
         } else if (k == "parent_hash") {
           if (has_parent || !optional_hash(out.parent_hash)) return false;
@@ -512,18 +512,30 @@ class Parser {
     return has_blocks;
   }
 
-  bool blocks(std::vector<StoredBlock>& out) {
+  // The blocks array into out.blocks, and their mm_extra_info into out.mm_extra_infos (left empty
+  // when no block has one, as the DOM decoder does).
+  bool blocks(KvCacheStoreData& out) {
     if (!open('[')) return false;
     if (!consume(']')) {
       ScratchArray<StoredBlock> scratch;
       auto& parsed = scratch.items();
+      std::vector<std::optional<std::string>> infos;
+      std::optional<std::string> mm;
       bool more = true;
       while (more) {
         if (parsed.size() == limits_.max_blocks_per_event) return false;
-        if (!block(parsed.emplace_back())) return false;
+        if (!block(parsed.emplace_back(), mm)) return false;
+        if (mm) {
+          infos.resize(parsed.size());
+          infos.back() = std::exchange(mm, std::nullopt);
+        }
         if (!next(']', more)) return false;
       }
-      scratch.move_into(out);
+      scratch.move_into(out.blocks);
+      if (!infos.empty()) {
+        infos.resize(out.blocks.size());
+        out.mm_extra_infos = std::move(infos);
+      }
     }
     close();
     return true;

@@ -41,11 +41,12 @@ struct ExternalSequenceBlockHash {
   friend auto operator<=>(const ExternalSequenceBlockHash&, const ExternalSequenceBlockHash&) = default;
 };
 
+// Two hashes, trivially copied: a block's rare multimodal metadata is kept beside the blocks
+// (KvCacheStoreData::mm_extra_infos), so decoding, queueing and freeing a Stored moves 16 bytes a
+// block, not the 56 of an optional string in each.
 struct StoredBlock {
   ExternalSequenceBlockHash block_hash;
   LocalBlockHash tokens_hash;
-  // Multimodal metadata as raw JSON text; carried through encode/decode, ignored by the tree.
-  std::optional<std::string> mm_extra_info;
 
   friend bool operator==(const StoredBlock&, const StoredBlock&) = default;
 };
@@ -54,6 +55,20 @@ struct KvCacheStoreData {
   std::optional<ExternalSequenceBlockHash> parent_hash;  // absent: the chain starts at the root
   std::optional<std::uint32_t> start_position;
   std::vector<StoredBlock> blocks;
+  // Multimodal metadata of blocks[i] as raw JSON text; carried through encode/decode, ignored by
+  // the tree. Invariant (kept by set_mm_extra_info and every decoder): empty when no block has
+  // any, else exactly one entry per block, so equal events compare equal.
+  std::vector<std::optional<std::string>> mm_extra_infos;
+
+  // blocks[block]'s metadata, or nullptr.
+  const std::string* mm_extra_info(std::size_t block) const {
+    return block < mm_extra_infos.size() && mm_extra_infos[block] ? &*mm_extra_infos[block] : nullptr;
+  }
+  // Sets blocks[block]'s metadata (block < blocks.size()).
+  void set_mm_extra_info(std::size_t block, std::string info) {
+    if (mm_extra_infos.empty()) mm_extra_infos.resize(blocks.size());
+    mm_extra_infos[block] = std::move(info);
+  }
 
   friend bool operator==(const KvCacheStoreData&, const KvCacheStoreData&) = default;
 };

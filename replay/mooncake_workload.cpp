@@ -38,7 +38,7 @@ class SimulatedCache {
       KvCacheStoreData data;
       if (start > 0) data.parent_hash = ext[start - 1];
       for (std::size_t i = start; i < end; ++i) {
-        data.blocks.push_back(StoredBlock{ext[i], locals[i], std::nullopt});
+        data.blocks.push_back(StoredBlock{ext[i], locals[i]});
         insert(ext[i].value, i > 0 ? ext[i - 1].value : 0, i > 0);
       }
       stats.stored_blocks += data.blocks.size();

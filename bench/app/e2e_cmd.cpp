@@ -52,7 +52,7 @@ Messages make_messages(std::size_t events, std::size_t per_message) {
       KvCacheStoreData d;
       for (std::uint64_t b = 0; b < 4; ++b) {
         const std::uint64_t h = (e.event.event_id % 512) * 16 + b + 1;
-        d.blocks.push_back(StoredBlock{{h * 1000003 + b}, {h}, std::nullopt});
+        d.blocks.push_back(StoredBlock{{h * 1000003 + b}, {h}});
       }
       e.event.data = d;
       batch.push_back(e);

@@ -45,7 +45,7 @@ std::size_t fill(const testing::NatsServer& server) {
       e.event.event_id = next_id[stream]++;
       KvCacheStoreData data;
       for (std::uint64_t b = 0; b < kBlocks; ++b) {
-        data.blocks.push_back(StoredBlock{{(chain * 16 + b + 1) * 7919}, local_hash(chain, b), std::nullopt});
+        data.blocks.push_back(StoredBlock{{(chain * 16 + b + 1) * 7919}, local_hash(chain, b)});
       }
       e.event.data = data;
       if (!pub.publish(bus::Subjects().events(e.worker_id), encode_router_event(e)).ok()) {

@@ -45,7 +45,7 @@ class PrefixChurn {
     const auto externals = compute_sequence_hashes(locals);
     KvCacheStoreData store;
     for (std::size_t i = 0; i < locals.size(); ++i) {
-      store.blocks.push_back(StoredBlock{externals[i], locals[i], std::nullopt});
+      store.blocks.push_back(StoredBlock{externals[i], locals[i]});
       ++worker.counts[externals[i].value];
     }
     out.push_back(event(w, std::move(store)));

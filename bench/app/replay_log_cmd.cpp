@@ -70,7 +70,7 @@ std::uint64_t write_log(const std::string& path, std::size_t events, std::size_t
       for (std::size_t b = 0; b < blocks; ++b) {
         const std::uint64_t h = mix((static_cast<std::uint64_t>(s) << 40) ^ (run << 8) ^ b);
         hashes.push_back(h);
-        d.blocks.push_back(StoredBlock{{h}, {mix(h ^ 0x5555)}, std::nullopt});
+        d.blocks.push_back(StoredBlock{{h}, {mix(h ^ 0x5555)}});
       }
       st.held.push_back(std::move(hashes));
       line.event.event.data = std::move(d);

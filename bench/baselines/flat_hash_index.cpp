@@ -103,7 +103,7 @@ std::vector<RouterEvent> FlatHashIndex::dump_events() const {
     for (const auto holder : entry.holders) {
       KvCacheStoreData data;
       if (entry.has_parent) data.parent_hash = entry.parent;
-      data.blocks.push_back(StoredBlock{hash, entry.local, std::nullopt});
+      data.blocks.push_back(StoredBlock{hash, entry.local});
       out.push_back(
           RouterEvent{holder.worker_id, KvCacheEvent{out.size(), std::move(data), holder.dp_rank}, std::nullopt});
     }

@@ -137,7 +137,7 @@ std::vector<RouterEvent> MutexRadixTree::dump_events() const {
     for (const auto& holder : node->holders) {
       KvCacheStoreData data;
       if (node->parent != root_.get()) data.parent_hash = node->parent->external;
-      data.blocks.push_back(StoredBlock{node->external, node->local, std::nullopt});
+      data.blocks.push_back(StoredBlock{node->external, node->local});
       out.push_back(
           RouterEvent{holder.worker_id, KvCacheEvent{out.size(), std::move(data), holder.dp_rank}, std::nullopt});
     }

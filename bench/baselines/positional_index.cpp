@@ -243,8 +243,7 @@ std::vector<RouterEvent> PositionalIndex::dump_events() const {
       for (const auto stream : holders.streams) {
         KvCacheStoreData data;
         if (position > 0) data.parent_hash = ExternalSequenceBlockHash{parent_of[stream][holders.sequence]};
-        data.blocks.push_back(
-            StoredBlock{ExternalSequenceBlockHash{holders.sequence}, LocalBlockHash{key.local}, std::nullopt});
+        data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{holders.sequence}, LocalBlockHash{key.local}});
         out.push_back(
             RouterEvent{stream.worker_id, KvCacheEvent{out.size(), std::move(data), stream.dp_rank}, std::nullopt});
       }

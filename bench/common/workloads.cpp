@@ -25,7 +25,7 @@ RouterEvent stored_event(SyntheticWorkload& w, std::size_t worker, std::optional
   if (parent) data.parent_hash = w.name(worker, *parent);
   data.blocks.reserve(locals.size());
   for (std::size_t i = 0; i < locals.size(); ++i) {
-    data.blocks.push_back(StoredBlock{w.name(worker, ext[i]), locals[i], std::nullopt});
+    data.blocks.push_back(StoredBlock{w.name(worker, ext[i]), locals[i]});
   }
   return RouterEvent{worker + 1, KvCacheEvent{w.next_event_id[worker]++, std::move(data), 0}, std::nullopt};
 }

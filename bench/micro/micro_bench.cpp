@@ -82,7 +82,7 @@ std::vector<RouterEvent> writer_cycle(WorkerId worker) {
   KvCacheStoreData stored;
   KvCacheRemoveData removed;
   for (std::size_t i = 0; i < locals.size(); ++i) {
-    stored.blocks.push_back(StoredBlock{ext[i], locals[i], std::nullopt});
+    stored.blocks.push_back(StoredBlock{ext[i], locals[i]});
     removed.block_hashes.push_back(ext[i]);
   }
   return {RouterEvent{worker, KvCacheEvent{0, stored, 0}, std::nullopt},
@@ -155,7 +155,7 @@ const WideFleet& wide_fleet(std::size_t holders) {
                    std::span<const LocalBlockHash> locals, std::span<const ExternalSequenceBlockHash> ext) {
     KvCacheStoreData d;
     d.parent_hash = parent;
-    for (std::size_t i = 0; i < locals.size(); ++i) d.blocks.push_back(StoredBlock{ext[i], locals[i], std::nullopt});
+    for (std::size_t i = 0; i < locals.size(); ++i) d.blocks.push_back(StoredBlock{ext[i], locals[i]});
     return RouterEvent{worker, KvCacheEvent{0, d, 0}, std::nullopt};
   };
   for (std::uint64_t s = 0; s < holders; ++s) {
@@ -250,7 +250,7 @@ void BM_DecodeBatch16x4(benchmark::State& state) {
   std::vector<RouterEvent> batch;
   for (std::uint64_t i = 0; i < 16; ++i) {
     KvCacheStoreData d;
-    for (std::uint64_t b = 0; b < 4; ++b) d.blocks.push_back(StoredBlock{{i * 1000 + b}, {b + 1}, std::nullopt});
+    for (std::uint64_t b = 0; b < 4; ++b) d.blocks.push_back(StoredBlock{{i * 1000 + b}, {b + 1}});
     batch.push_back(RouterEvent{i + 1, KvCacheEvent{i, d, 0}, std::nullopt});
   }
   const std::string json = encode_router_events(batch);

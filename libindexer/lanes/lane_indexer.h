@@ -302,7 +302,7 @@ class LaneIndexer {
   // the pushing thread once the lock is released.
   static std::vector<LaneTask>& spent_tasks();
   // The largest applied batch a lane hands back (run_lane): what it may keep allocated until the
-  // next push, e.g. over an idle spell (4096 tasks; 65536 blocks, ~3.5 MiB of Stored blocks).
+  // next push, e.g. over an idle spell (4096 tasks; 65536 blocks, 1 MiB of Stored blocks).
   static constexpr std::size_t kSpentHandBackTasks = 4096;
   static constexpr std::size_t kSpentHandBackBlocks = 65536;
   IndexerStatus barrier_on(std::span<const LaneId> lanes, TaskKind kind, WorkerWithDpRank stream);

@@ -98,7 +98,7 @@ RecordedDecision RoutingDecisionPruner::record_locked(WorkerWithDpRank stream, s
     if (parent) blocks.at(*parent).children.push_back(hash);
     by_expiry_.insert(ExpiryKey{expires, depth, stream, hash});
     ++total_blocks_;
-    store.blocks.push_back(StoredBlock{hash, locals[i], std::nullopt});
+    store.blocks.push_back(StoredBlock{hash, locals[i]});
     parent = hash;
   }
 

@@ -77,7 +77,7 @@ std::vector<RouterEvent> ConcurrentRadixTree::dump_events() const {
       // and reserving the exact size at each would copy its blocks once per node (quadratic).
       if (blocks.empty()) blocks.reserve(entry.covered);
       for (std::uint32_t i = 0; i < entry.covered; ++i) {
-        blocks.push_back(StoredBlock{n.name_of(entry.slot, i), n.edge_[i].local, std::nullopt});
+        blocks.push_back(StoredBlock{n.name_of(entry.slot, i), n.edge_[i].local});
       }
       if (entry.covered == n.edge_length()) {
         tails->push_back(SlotTail{entry.slot, n.name_of(entry.slot, n.edge_length() - 1)});

@@ -35,7 +35,7 @@ inline RouterEvent direct_event(WorkerId worker, DpRank rank, std::uint64_t even
     KvCacheStoreData data;
     if (s->parent) data.parent_hash = ExternalSequenceBlockHash{*s->parent};
     for (std::size_t i = 0; i < locals.size() && i < s->hashes.size(); ++i) {
-      data.blocks.push_back({ExternalSequenceBlockHash{s->hashes[i]}, locals[i], std::nullopt});
+      data.blocks.push_back({ExternalSequenceBlockHash{s->hashes[i]}, locals[i]});
     }
     r.event.data = data;
   } else if (const auto* rm = std::get_if<EngineRemoved>(&e)) {

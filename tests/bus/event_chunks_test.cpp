@@ -1,6 +1,7 @@
 // EventChunker / split_event_to_fit: the encoding step shared by snapshots and dumps handles any
 // tree, however long one edge is (no NATS here: the bodies are checked directly).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <string>
 #include <string_view>
@@ -74,7 +75,7 @@ TEST_CASE(
     KvCacheStoreData branch;
     branch.parent_hash = middle;
     for (std::uint64_t i = 1; i <= 40; ++i) {
-      branch.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{i * 1000003}, LocalBlockHash{i}, std::nullopt});
+      branch.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{i * 1000003}, LocalBlockHash{i}});
     }
     history.push_back(RouterEvent{3, KvCacheEvent{200, std::move(branch), 0}, std::nullopt});
   }
@@ -114,6 +115,34 @@ TEST_CASE(
   CHECK(replayed(decoded) == normal_form(*dump));
 }
 
+TEST_CASE("event chunks: a split stored event keeps each block's mm_extra_info with its block") {
+  std::vector<std::uint64_t> hashes;
+  for (std::uint64_t i = 1; i <= 600; ++i) hashes.push_back(i);
+  RouterEvent stored = testing::make_store_event(3, hashes);
+  auto& data = std::get<KvCacheStoreData>(stored.event.data);
+  const std::vector<std::size_t> with_info{0, 299, 599};
+  for (const std::size_t b : with_info) data.set_mm_extra_info(b, fmt::format(R"({{"mm_hashes":[{}]}})", b));
+  auto pieces = split_event_to_fit(stored, 4096);
+  REQUIRE_MESSAGE(pieces.ok(), pieces.error().message);
+  REQUIRE(pieces.value().size() > 3);
+  std::size_t offset = 0;
+  for (const auto& piece : pieces.value()) {
+    const auto& run = std::get<KvCacheStoreData>(piece.event.data);
+    bool any = false;
+    for (std::size_t i = 0; i < run.blocks.size(); ++i) {
+      const std::string* want = data.mm_extra_info(offset + i);
+      const std::string* got = run.mm_extra_info(i);
+      REQUIRE((want == nullptr) == (got == nullptr));
+      if (want != nullptr) CHECK(*got == *want);
+      any = any || want != nullptr;
+    }
+    // A run without metadata keeps none (equal to a decoded one).
+    CHECK(run.mm_extra_infos.size() == (any ? run.blocks.size() : 0));
+    offset += run.blocks.size();
+  }
+  CHECK(offset == hashes.size());
+}
+
 TEST_CASE(
     "event chunks: a long removed event splits into runs of its hashes, a block larger than the limit is an error") {
   std::vector<ExternalSequenceBlockHash> hashes;
@@ -131,8 +160,8 @@ TEST_CASE(
   CHECK(joined == hashes);
 
   RouterEvent huge = testing::make_store_event(1, {1, 2});
-  std::get<KvCacheStoreData>(huge.event.data).blocks[1].mm_extra_info =
-      R"({"mm_objects":[{"mm_hash":1,"offsets":[)" + std::string(3000, '1') + "]}]}";
+  std::get<KvCacheStoreData>(huge.event.data)
+      .set_mm_extra_info(1, R"({"mm_objects":[{"mm_hash":1,"offsets":[)" + std::string(3000, '1') + "]}]}");
   auto refused = split_event_to_fit(huge, 1024);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message.find("more than the chunk limit of 1024 bytes") != std::string::npos);

@@ -110,9 +110,10 @@ TEST_CASE("mm_extra_info is carried through encode and decode") {
   auto decoded = decode_router_event(
       R"({"worker_id": 1, "event": {"event_id": 1, "data": {"stored": {"blocks": [{"block_hash": 2, "tokens_hash": 3, "mm_extra_info": {"mm_hashes": [9]}}]}}}})");
   REQUIRE(decoded.ok());
-  const auto& block = std::get<KvCacheStoreData>(decoded.value().event.data).blocks.at(0);
-  REQUIRE(block.mm_extra_info.has_value());
-  CHECK(json::parse(*block.mm_extra_info) == json::parse(R"({"mm_hashes": [9]})"));
+  const auto& data = std::get<KvCacheStoreData>(decoded.value().event.data);
+  REQUIRE(data.blocks.size() == 1);
+  REQUIRE(data.mm_extra_info(0) != nullptr);
+  CHECK(json::parse(*data.mm_extra_info(0)) == json::parse(R"({"mm_hashes": [9]})"));
   auto again = decode_router_event(encode_router_event(decoded.value()));
   REQUIRE(again.ok());
   CHECK(again.value() == decoded.value());

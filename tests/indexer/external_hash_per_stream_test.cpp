@@ -24,7 +24,7 @@ RouterEvent stored(WorkerId worker, std::optional<std::uint64_t> parent,
   KvCacheStoreData data;
   if (parent) data.parent_hash = ExternalSequenceBlockHash{*parent};
   for (const auto& [external, local] : blocks) {
-    data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{external}, LocalBlockHash{local}, std::nullopt});
+    data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{external}, LocalBlockHash{local}});
   }
   return RouterEvent{worker, KvCacheEvent{0, std::move(data), rank}, std::nullopt};
 }

@@ -19,7 +19,7 @@ RouterEvent chain_event(WorkerId worker, std::uint64_t chain, std::uint64_t rena
   const auto names = compute_sequence_hashes(locals);
   KvCacheStoreData data;
   for (std::size_t i = 0; i < locals.size(); ++i) {
-    data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{names[i].value ^ rename}, locals[i], std::nullopt});
+    data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{names[i].value ^ rename}, locals[i]});
   }
   return RouterEvent{worker, KvCacheEvent{0, data, 0}, std::nullopt};
 }

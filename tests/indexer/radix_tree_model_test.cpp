@@ -150,7 +150,7 @@ KvCacheStoreData chain(const Naming& naming, WorkerWithDpRank stream, std::optio
   if (parent) ext = naming.chain_of(stream, *parent);
   for (const auto local : locals) {
     ext = next_external(ext, local);
-    data.blocks.push_back(StoredBlock{naming.name(stream, *ext), LocalBlockHash{local}, std::nullopt});
+    data.blocks.push_back(StoredBlock{naming.name(stream, *ext), LocalBlockHash{local}});
   }
   return data;
 }

@@ -51,7 +51,7 @@ TEST_CASE("a rejected Stored changes nothing: a later Removed of its parent coun
     const RouterEvent cut = remove_event(0, 1, 0, head);
     KvCacheStoreData orphan_data;
     orphan_data.parent_hash = parent.front();
-    orphan_data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{777}, LocalBlockHash{5}, std::nullopt});
+    orphan_data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{777}, LocalBlockHash{5}});
     const RouterEvent orphan{0, KvCacheEvent{2, orphan_data, 0}, std::nullopt};
     const RouterEvent name_parent = remove_event(0, 3, 0, parent);
 

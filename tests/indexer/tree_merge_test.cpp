@@ -31,8 +31,7 @@ RouterEvent store_salted(WorkerId worker, const Hashes& prefix, const Hashes& lo
   if (!prefix.empty()) data.parent_hash = ExternalSequenceBlockHash{external_hashes({}, prefix).back().value ^ salt};
   const auto ext = external_hashes(prefix, locals);
   for (std::size_t i = 0; i < locals.size(); ++i) {
-    data.blocks.push_back(
-        StoredBlock{ExternalSequenceBlockHash{ext[i].value ^ salt}, LocalBlockHash{locals[i]}, std::nullopt});
+    data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{ext[i].value ^ salt}, LocalBlockHash{locals[i]}});
   }
   return RouterEvent{worker, KvCacheEvent{0, std::move(data), 0}, std::nullopt};
 }

@@ -28,7 +28,7 @@ std::uint32_t refs(const NodeRef& node) { return RadixTreeTestPeer::refs(*node);
 std::vector<StoredBlock> blocks(std::uint64_t first, std::uint64_t count) {
   std::vector<StoredBlock> out;
   for (std::uint64_t i = 0; i < count; ++i) {
-    out.push_back(StoredBlock{ExternalSequenceBlockHash{first + i}, LocalBlockHash{i}, std::nullopt});
+    out.push_back(StoredBlock{ExternalSequenceBlockHash{first + i}, LocalBlockHash{i}});
   }
   return out;
 }

@@ -56,7 +56,7 @@ std::string make_log_text(std::size_t events, bool with_bad_lines, std::uint64_t
       KvCacheStoreData d;
       for (std::uint64_t b = 0; b < 1 + rng() % 21; ++b) {
         const std::uint64_t h = (s << 32) + (line.event.event.event_id % 37) * 64 + b + 1;
-        d.blocks.push_back(StoredBlock{{h}, {h * 31}, std::nullopt});
+        d.blocks.push_back(StoredBlock{{h}, {h * 31}});
       }
       if (line.event.event.event_id % 37 != 0 && rng() % 2 == 0) {
         d.parent_hash = ExternalSequenceBlockHash{(s << 32) + (line.event.event.event_id % 37 - 1) * 64 + 1};

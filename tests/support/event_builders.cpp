@@ -28,7 +28,7 @@ RouterEvent store_event(WorkerId worker, const Hashes& prefix, const Hashes& loc
   if (!prefix.empty()) data.parent_hash = external_hashes({}, prefix).back();
   const auto ext = external_hashes(prefix, locals);
   for (std::size_t i = 0; i < locals.size(); ++i) {
-    data.blocks.push_back(StoredBlock{ext[i], LocalBlockHash{locals[i]}, std::nullopt});
+    data.blocks.push_back(StoredBlock{ext[i], LocalBlockHash{locals[i]}});
   }
   return RouterEvent{worker, KvCacheEvent{0, std::move(data), rank}, std::nullopt};
 }
@@ -74,7 +74,7 @@ std::vector<RouterEvent> make_long_chain(WorkerId worker, DpRank rank, std::size
       const std::uint64_t salt = worker * 0x100000001B3ull + rank;
       const std::uint64_t external = 0x9E3779B97F4A7C15ull * (i + 1) + salt;
       const std::uint64_t local = 0xC2B2AE3D27D4EB4Full * (i + 1) ^ (salt * 0x165667B19E3779F9ull);
-      data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{external}, LocalBlockHash{local}, std::nullopt});
+      data.blocks.push_back(StoredBlock{ExternalSequenceBlockHash{external}, LocalBlockHash{local}});
     }
     parent = data.blocks.back().block_hash;
     out.push_back(RouterEvent{worker, KvCacheEvent{out.size(), std::move(data), rank}, std::nullopt});
