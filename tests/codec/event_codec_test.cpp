@@ -106,6 +106,21 @@ TEST_CASE("unknown fields are ignored and newer envelope fields are accepted") {
   CHECK(decoded.value().worker_id == 1);
 }
 
+TEST_CASE("mm_extra_info of null on every block decodes as an event without any (the one form of none)") {
+  const std::string plain =
+      R"({"worker_id": 1, "event": {"event_id": 1, "data": {"stored": {"blocks": [{"block_hash": 2, "tokens_hash": 3}, {"block_hash": 4, "tokens_hash": 5}]}}}})";
+  const std::string nulls =
+      R"({"worker_id": 1, "event": {"event_id": 1, "data": {"stored": {"blocks": [{"block_hash": 2, "tokens_hash": 3, "mm_extra_info": null}, {"block_hash": 4, "tokens_hash": 5, "mm_extra_info": null}]}}}})";
+  for (const bool dom : {false, true}) {
+    auto a = dom ? decode_router_events_dom(plain) : decode_router_events(plain);
+    auto b = dom ? decode_router_events_dom(nulls) : decode_router_events(nulls);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK(std::get<KvCacheStoreData>(b.value().at(0).event.data).mm_extra_infos.empty());
+    CHECK(a.value() == b.value());
+  }
+}
+
 TEST_CASE("mm_extra_info is carried through encode and decode") {
   auto decoded = decode_router_event(
       R"({"worker_id": 1, "event": {"event_id": 1, "data": {"stored": {"blocks": [{"block_hash": 2, "tokens_hash": 3, "mm_extra_info": {"mm_hashes": [9]}}]}}}})");
