@@ -102,36 +102,63 @@ Index& populated() {
   return *index;
 }
 
+// The writer of the writers:1 rows: a thread calling `round` (which applies some events and
+// returns how many) until the bench's loop is done, then reporting the count as a counter.
+class BackgroundWriter {
+ public:
+  template <typename Round>
+  BackgroundWriter(bool enabled, Round round) {
+    if (!enabled) return;
+    thread_ = std::thread([this, round = std::move(round)]() mutable {
+      while (!stop_.load(std::memory_order_relaxed)) writes_.fetch_add(round(), std::memory_order_relaxed);
+    });
+  }
+  BackgroundWriter(const BackgroundWriter&) = delete;
+  BackgroundWriter& operator=(const BackgroundWriter&) = delete;
+  ~BackgroundWriter() { stop(); }
+
+  // Stops and joins the writer; records writer_events on `state` if it ran.
+  void finish(benchmark::State& state) {
+    stop();
+    if (ran_) state.counters["writer_events"] = static_cast<double>(writes_.load());
+  }
+
+ private:
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) {
+      thread_.join();
+      ran_ = true;
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> writes_{0};
+  bool ran_ = false;
+  std::thread thread_;
+};
+
 template <typename Index>
 void BM_FindMatches(benchmark::State& state) {
   Index& index = populated<Index>();
   const auto length = static_cast<std::size_t>(state.range(0));
   const bool busy = state.range(1) != 0;
   const auto& qs = queries(length);
-  std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> writes{0};
-  std::thread writer;
-  if (busy) {
-    writer = std::thread([&] {
-      typename Index::Lookup lookup;
-      std::vector<std::vector<RouterEvent>> cycles;
-      for (WorkerId w = 0; w < 8; ++w) cycles.push_back(writer_cycle(1'000'000 + w));
-      while (!stop.load(std::memory_order_relaxed)) {
-        for (const auto& cycle : cycles) {
-          for (const auto& e : cycle) index.apply(lookup, e);
-        }
-        writes.fetch_add(16, std::memory_order_relaxed);
-      }
-    });
-  }
+  std::vector<std::vector<RouterEvent>> cycles;
+  for (WorkerId w = 0; w < 8; ++w) cycles.push_back(writer_cycle(1'000'000 + w));
+  typename Index::Lookup lookup;
+  BackgroundWriter writer(busy, [&]() -> std::uint64_t {
+    for (const auto& cycle : cycles) {
+      for (const auto& e : cycle) index.apply(lookup, e);
+    }
+    return 16;
+  });
   std::size_t i = 0;
   for (auto _ : state) {
     benchmark::DoNotOptimize(index.find(qs[i++ % qs.size()]));
   }
-  stop = true;
-  if (writer.joinable()) writer.join();
+  writer.finish(state);
   state.SetItemsProcessed(state.iterations());
-  if (busy) state.counters["writer_events"] = static_cast<double>(writes.load());
 }
 
 // A fleet whose every stream holds one system prompt, so each query scores them all (the
@@ -198,29 +225,20 @@ void BM_FindMatchesWide(benchmark::State& state) {
     for (const auto& e : fleet.reader_build) index->apply(reader_lookups[holders], e);
     for (const auto& e : fleet.writer_build) index->apply(writer_lookup, e);
   }
-  std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> writes{0};
-  std::thread writer;
-  if (busy) {
-    writer = std::thread([&, &index = index, &writer_lookup = writer_lookup] {
-      std::size_t next = 0;
-      while (!stop.load(std::memory_order_relaxed)) {
-        for (const auto& e : fleet.writer_cycles[next++ % fleet.writer_cycles.size()]) index->apply(writer_lookup, e);
-        writes.fetch_add(2, std::memory_order_relaxed);
-      }
-    });
-  }
+  std::size_t next = 0;
+  BackgroundWriter writer(busy, [&, &index = index, &writer_lookup = writer_lookup]() -> std::uint64_t {
+    for (const auto& e : fleet.writer_cycles[next++ % fleet.writer_cycles.size()]) index->apply(writer_lookup, e);
+    return 2;
+  });
   std::size_t i = 0;
   std::size_t scored = 0;
   for (auto _ : state) {
     scored = index->find(fleet.queries[i++ % fleet.queries.size()]);
     benchmark::DoNotOptimize(scored);
   }
-  stop = true;
-  if (writer.joinable()) writer.join();
+  writer.finish(state);
   if (scored != holders) state.SkipWithError("a query did not score every stream");
   state.SetItemsProcessed(state.iterations());
-  if (busy) state.counters["writer_events"] = static_cast<double>(writes.load());
 }
 
 template <typename Index>
