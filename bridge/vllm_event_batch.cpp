@@ -41,8 +41,6 @@ CodecError wrong_type(const std::string& field, std::string_view expected, const
 }
 
 std::span<const Object> as_array(const Object& o) { return {o.via.array.ptr, o.via.array.size}; }
-std::string_view as_str(const Object& o) { return {o.via.str.ptr, o.via.str.size}; }
-
 std::optional<CodecError> read_hash(const Object& o, const std::string& field, std::uint64_t& out) {
   switch (o.type) {
     case msgpack::type::POSITIVE_INTEGER: out = o.via.u64; return std::nullopt;
@@ -137,7 +135,7 @@ std::optional<CodecError> read_optional_str(const Object& o, const std::string& 
                                             std::optional<std::string>& out) {
   if (o.type == msgpack::type::NIL) return std::nullopt;
   if (o.type != msgpack::type::STR) return wrong_type(field, "str or nil", o);
-  out = std::string(as_str(o));
+  out = std::string(msgpack_str(o));
   return std::nullopt;
 }
 
@@ -167,7 +165,7 @@ Decoded<EventFields> event_fields(const Object& o, const std::string& field) {
     const auto items = as_array(o);
     if (items.empty() || items[0].type != msgpack::type::STR)
       return fail(field + "[0]", "expected the event tag (str)");
-    out.tag = as_str(items[0]);
+    out.tag = msgpack_str(items[0]);
     if (!known_tag(out.tag)) return fail(field + "[0]", "unknown event tag '" + untrusted_excerpt(out.tag) + "'");
     const std::size_t wanted = field_names(out.tag).size();
     out.positional.assign(wanted, nullptr);
@@ -178,10 +176,10 @@ Decoded<EventFields> event_fields(const Object& o, const std::string& field) {
     const Object* tag = nullptr;
     for (std::uint32_t i = 0; i < o.via.map.size; ++i) {
       const auto& kv = o.via.map.ptr[i];
-      if (kv.key.type == msgpack::type::STR && as_str(kv.key) == "type") tag = &kv.val;
+      if (kv.key.type == msgpack::type::STR && msgpack_str(kv.key) == "type") tag = &kv.val;
     }
     if (tag == nullptr || tag->type != msgpack::type::STR) return fail(field + ".type", "expected the event tag (str)");
-    out.tag = as_str(*tag);
+    out.tag = msgpack_str(*tag);
     if (!known_tag(out.tag)) return fail(field + ".type", "unknown event tag '" + untrusted_excerpt(out.tag) + "'");
     const auto names = field_names(out.tag);
     out.positional.assign(names.size(), nullptr);
@@ -189,7 +187,7 @@ Decoded<EventFields> event_fields(const Object& o, const std::string& field) {
       const auto& kv = o.via.map.ptr[i];
       if (kv.key.type != msgpack::type::STR) continue;
       for (std::size_t f = 0; f < names.size(); ++f) {
-        if (as_str(kv.key) == names[f]) out.positional[f] = &kv.val;
+        if (msgpack_str(kv.key) == names[f]) out.positional[f] = &kv.val;
       }
     }
     return out;
@@ -281,7 +279,7 @@ Decoded<VllmEventBatch> decode_batch(const Object& root, const VllmDecodeLimits&
     for (std::uint32_t i = 0; i < root.via.map.size; ++i) {
       const auto& kv = root.via.map.ptr[i];
       if (kv.key.type != msgpack::type::STR) continue;
-      const std::string_view key = as_str(kv.key);
+      const std::string_view key = msgpack_str(kv.key);
       if (key == "ts")
         ts = &kv.val;
       else if (key == "events")

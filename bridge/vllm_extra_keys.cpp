@@ -8,8 +8,6 @@ namespace {
 
 using Object = msgpack::object;
 
-std::string_view as_str(const Object& o) { return {o.via.str.ptr, o.via.str.size}; }
-
 bool is_int(const Object& o) {
   return o.type == msgpack::type::POSITIVE_INTEGER || o.type == msgpack::type::NEGATIVE_INTEGER;
 }
@@ -36,7 +34,7 @@ KeyReading multimodal(std::string_view identifier) {
 const Object* map_value(const Object& map, std::string_view key) {
   for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
     const auto& kv = map.via.map.ptr[i];
-    if (kv.key.type == msgpack::type::STR && as_str(kv.key) == key) return &kv.val;
+    if (kv.key.type == msgpack::type::STR && msgpack_str(kv.key) == key) return &kv.val;
   }
   return nullptr;
 }
@@ -44,23 +42,23 @@ const Object* map_value(const Object& map, std::string_view key) {
 KeyReading read_key(const Object& key) {
   switch (key.type) {
     case msgpack::type::STR: {
-      if (auto hash = mm_hash_from_identifier(as_str(key))) return {KeyKind::multimodal, *hash, {}};
+      if (auto hash = mm_hash_from_identifier(msgpack_str(key))) return {KeyKind::multimodal, *hash, {}};
       return {};  // LoRA name or cache salt: already in the seed
     }
     case msgpack::type::ARRAY: {
       const Object* items = key.via.array.ptr;
       if (key.via.array.size == 2 && items[0].type == msgpack::type::STR && is_int(items[1])) {
-        return multimodal(as_str(items[0]));
+        return multimodal(msgpack_str(items[0]));
       }
       return unknown("expected [identifier, offset], got an array of " + std::to_string(key.via.array.size));
     }
     case msgpack::type::MAP: {
       const Object* type = map_value(key, "type");
-      const std::string_view tag = type != nullptr && type->type == msgpack::type::STR ? as_str(*type) : "";
+      const std::string_view tag = type != nullptr && type->type == msgpack::type::STR ? msgpack_str(*type) : "";
       if (tag == "MultiModalKey") {
         const Object* hash = map_value(key, "hash");
         if (hash == nullptr || hash->type != msgpack::type::STR) return unknown("MultiModalKey without a str hash");
-        return multimodal(as_str(*hash));
+        return multimodal(msgpack_str(*hash));
       }
       if (tag == "LoRAKey" || tag == "CacheSaltKey" || tag == "PromptEmbedsKey" || tag == "LegacyExtraKey") return {};
       return unknown("unknown typed key '" + std::string(tag.substr(0, 80)) + "'");

@@ -31,6 +31,9 @@
 
 namespace kvidx::bridge {
 
+// The bytes of a msgpack STR object (the caller has checked its type).
+inline std::string_view msgpack_str(const msgpack::object& o) { return {o.via.str.ptr, o.via.str.size}; }
+
 // What extra_keys says about a BlockStored's blocks: mm hashes per block (only for the blocks
 // before the issue, when there is one) and the first issue.
 struct BlockExtraKeys {

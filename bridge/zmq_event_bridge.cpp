@@ -33,17 +33,19 @@ std::span<const std::byte> bytes_of(const zmq::message_t& frame) {
 
 enum class Source : std::uint8_t { live, replay, drained };
 
-// A batch handed to accept(): live, from the replay socket, or held during a replay.
-struct Held {
-  std::uint64_t seq = 0;
-  zmq::message_t payload;
-  bool replayed = false;       // came from the replay socket (counted as replayed when delivered)
-  bool gap_requested = false;  // the gap before it was counted and its replay asked for already
-};
-
 }  // namespace
 
 struct ZmqEventBridge::Impl {
+  // A batch handed to accept(): live, from the replay socket, or held during a replay.
+  // NOTE: a member type, not in the file's anonymous namespace: a field of this externally
+  // linked class may not have an internal type when the file is compiled in a unity batch.
+  struct Held {
+    std::uint64_t seq = 0;
+    zmq::message_t payload;
+    bool replayed = false;       // came from the replay socket (counted as replayed when delivered)
+    bool gap_requested = false;  // the gap before it was counted and its replay asked for already
+  };
+
   Impl(ZmqBridgeConfig c, RouterEventSink& s) : config(std::move(c)), sink(s), converter(config.conversion) {}
 
   ZmqBridgeConfig config;
