@@ -27,17 +27,21 @@ install_deps() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# configure BUILD_DIR [cmake -D options...] — Ninja, RelWithDebInfo unless overridden (a later
-# -DCMAKE_BUILD_TYPE wins). Goes through ccache when installed, so rebuilds and extra build dirs
-# with the same flags are cheap.
-configure() {
-  local dir=$1; shift
+# configure_project SOURCE_DIR BUILD_DIR [cmake -D options...] — Ninja, RelWithDebInfo unless
+# overridden (a later -DCMAKE_BUILD_TYPE wins). Goes through ccache when installed, so rebuilds and
+# extra build dirs with the same flags are cheap.
+configure_project() {
+  local source=$1 dir=$2; shift 2
   local launcher=()
   if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
   # Paths relative to the checkout, so clones and build dirs elsewhere share cache entries.
   export CCACHE_BASEDIR="$KVIDX_ROOT" CCACHE_NOHASHDIR=true
-  cmake -S "$KVIDX_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" "$@" >/dev/null
+  # --no-warn-unused-cli: a C++-only project (fuzz/) has no use for the C launcher.
+  cmake -S "$source" -B "$dir" -G Ninja --no-warn-unused-cli -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" "$@" >/dev/null
 }
+
+# configure BUILD_DIR [cmake -D options...] — configure_project of kvidx itself.
+configure() { configure_project "$KVIDX_ROOT" "$@"; }
 
 # configure_and_build BUILD_DIR [cmake -D options...] — configure, then build every target.
 configure_and_build() {
