@@ -45,6 +45,14 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
     // The coverage is read after the edge is matched: start loading it now (it is usually cold).
     prefetch_line(child->coverage_.entries().data());
     const std::uint32_t length = child->edge_length();
+    // The next child is looked up before the edge is matched, so its cache misses (the child
+    // table's index, then the node deeper in a long query) overlap the fingerprint and the
+    // scoring. It is followed only if the query matches the whole edge; otherwise it is unused.
+    const RadixNode* next_child = nullptr;
+    if (query.size() - depth > length) {
+      next_child = child->children_.find(query[depth + length]);
+      if (next_child != nullptr) prefetch_line(next_child);
+    }
     std::uint32_t matched = 1;  // the child key is the edge's first local hash
     // A query reaching past the edge matches it whole when the fingerprints agree, without reading
     // the edge's blocks (edge_fingerprint.h); otherwise the blocks say how far it matches.
@@ -58,13 +66,6 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
     const EdgeBlock* const edge = child->edge_.data();
     const LocalBlockHash* const rest = query.data() + depth;
     while (matched < limit && edge[matched].local == rest[matched]) ++matched;
-    // The next child is found now, while this node's holders are scored, so loading it (usually
-    // a cache miss: the node deeper in a long query is cold) overlaps that work.
-    const RadixNode* next_child = nullptr;
-    if (matched == length && depth + matched < query.size()) {
-      next_child = child->children_.find(query[depth + matched]);
-      if (next_child != nullptr) prefetch_line(next_child);
-    }
     const auto coverage = child->coverage_.entries();
     if (first) {
       first = false;
