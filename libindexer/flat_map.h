@@ -21,6 +21,10 @@ class FlatMap {
   using iterator = typename std::vector<value_type>::iterator;
   using const_iterator = typename std::vector<value_type>::const_iterator;
 
+  FlatMap() = default;
+  // Takes entries built elsewhere. NOTE: the caller guarantees the keys are distinct (as append).
+  explicit FlatMap(std::vector<value_type> entries) : entries_(std::move(entries)) {}
+
   iterator begin() { return entries_.begin(); }
   iterator end() { return entries_.end(); }
   const_iterator begin() const { return entries_.begin(); }

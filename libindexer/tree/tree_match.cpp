@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "libindexer/tree/cache_prefetch.h"
@@ -129,16 +130,22 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
   }
   lock.unlock();
 
+  // NOTE: filled by index through local pointers: appending (a capacity check and a store of the
+  // vector's end per entry) and two registry lookups per holder were most of a wide query's cost.
+  // Each slot appears once in hits, so the keys are distinct.
+  std::vector<std::pair<WorkerWithDpRank, std::uint32_t>> scores(hits.size());
+  std::vector<std::pair<WorkerWithDpRank, std::size_t>> tree_sizes(hits.size());
+  auto* const score_out = scores.data();
+  auto* const size_out = tree_sizes.data();
   std::uint32_t max_score = 0;
-  out.scores.reserve(hits.size());
-  out.tree_sizes.reserve(hits.size());
-  for (const auto& hit : hits) {
-    const WorkerWithDpRank stream = registry_.stream_of(hit.slot);
-    // Each slot appears once in hits, so the results need no lookups.
-    out.scores.append(stream, hit.score);
-    out.tree_sizes.append(stream, static_cast<std::size_t>(std::max<std::int64_t>(0, registry_.block_count(hit.slot))));
-    max_score = std::max(max_score, hit.score);
+  for (std::size_t i = 0; i < hits.size(); ++i) {
+    const WorkerRegistry::SlotView slot = registry_.view(hits[i].slot);
+    score_out[i] = {slot.stream, hits[i].score};
+    size_out[i] = {slot.stream, static_cast<std::size_t>(std::max<std::int64_t>(0, slot.blocks))};
+    max_score = std::max(max_score, hits[i].score);
   }
+  out.scores = FlatMap<WorkerWithDpRank, std::uint32_t>(std::move(scores));
+  out.tree_sizes = FlatMap<WorkerWithDpRank, std::size_t>(std::move(tree_sizes));
   // frequencies[d] = streams whose match reaches past depth d.
   out.frequencies.assign(max_score, 0);
   for (const auto& hit : hits) {

@@ -33,6 +33,15 @@ class WorkerRegistry {
   // NOTE: valid only for slots obtained from this registry (a coverage entry or slot_for).
   WorkerWithDpRank stream_of(WorkerSlot slot) const { return record(slot).stream; }
   std::int64_t block_count(WorkerSlot slot) const { return record(slot).blocks.load(std::memory_order_relaxed); }
+  // Both of a slot's figures from one record lookup (a query's result reads them for every holder).
+  struct SlotView {
+    WorkerWithDpRank stream;
+    std::int64_t blocks = 0;
+  };
+  SlotView view(WorkerSlot slot) const {
+    const SlotRecord& r = record(slot);
+    return SlotView{r.stream, r.blocks.load(std::memory_order_relaxed)};
+  }
   void add_blocks(WorkerSlot slot, std::int64_t delta) {
     record(slot).blocks.fetch_add(delta, std::memory_order_relaxed);
   }
