@@ -130,9 +130,9 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
   }
   lock.unlock();
 
-  // NOTE: filled by index through local pointers: appending (a capacity check and a store of the
-  // vector's end per entry) and two registry lookups per holder were most of a wide query's cost.
-  // Each slot appears once in hits, so the keys are distinct.
+  // NOTE: filled by index through local pointers, with one registry read per holder: appending
+  // costs a capacity check and a store of the vector's end per entry. Each slot appears once in
+  // hits, so the keys are distinct (FlatMap's precondition).
   std::vector<std::pair<WorkerWithDpRank, std::uint32_t>> scores(hits.size());
   std::vector<std::pair<WorkerWithDpRank, std::size_t>> tree_sizes(hits.size());
   auto* const score_out = scores.data();
