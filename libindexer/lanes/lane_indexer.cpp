@@ -455,11 +455,14 @@ void LaneIndexer::run_lane(Lane& lane) {
       // the pushing side in exchange), so a busy lane stops allocating.
       batch.swap(lane.queue);
     }
-    for (auto& task : batch) {
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      LaneTask& task = batch[i];
       if (task.kind == TaskKind::stop) {  // stop is always the last task ever queued
         stopping = true;
         break;
       }
+      // One event ahead: the next event's buckets load while this one applies.
+      if (i + 1 < batch.size()) prefetch_task(lane, batch[i + 1]);
       batch_blocks += carried_blocks(task.event);
       try {
         run_task(lane, task);
@@ -471,6 +474,14 @@ void LaneIndexer::run_lane(Lane& lane) {
       if (task.completion) arrivals.emplace_back(task.completion, !lane.failed);
     }
   }
+}
+
+void LaneIndexer::prefetch_task(const Lane& lane, const LaneTask& task) {
+  if (task.kind != TaskKind::event && task.kind != TaskKind::synthetic_event && task.kind != TaskKind::observed_event)
+    return;
+  const StorageTier tier = task.event.tier();
+  prefetch_event_buckets(tier == StorageTier::device ? lane.lookup : lane.lower_lookups[tier_index(tier) - 1],
+                         task.event);
 }
 
 void LaneIndexer::run_task(Lane& lane, LaneTask& task) {

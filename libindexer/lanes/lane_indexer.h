@@ -344,6 +344,9 @@ class LaneIndexer {
   void maybe_schedule_cleanup(LaneId lane);
   void run_lane(Lane& lane);
   void run_task(Lane& lane, LaneTask& task);
+  // Starts loading the lookup buckets an event task will touch (prefetch_event_buckets); nothing
+  // for other tasks.
+  static void prefetch_task(const Lane& lane, const LaneTask& task);
   void fail_lane(Lane& lane, const char* what);
 
   ConcurrentRadixTree tree_;  // device

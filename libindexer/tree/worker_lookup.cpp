@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <variant>
 
 #include "libindexer/tree/linear_probing.h"
 #include "libindexer/tree/memory_accounting.h"
@@ -344,6 +345,18 @@ std::vector<NodeRef> WorkerLookup::take_nodes() {
   for (RadixNode* node : spilled_nodes) nodes.push_back(NodeRef(node));
   reset();  // spilled_'s references go; `nodes` holds one on each of their nodes
   return nodes;
+}
+
+void prefetch_event_buckets(const DirectLookup& lookup, const RouterEvent& event) {
+  if (const auto* store = std::get_if<KvCacheStoreData>(&event.event.data)) {
+    const auto it = lookup.find(event.stream());
+    if (it == lookup.end()) return;
+    if (store->parent_hash) it->second.prefetch(*store->parent_hash);
+    it->second.prefetch(store->blocks);
+  } else if (const auto* remove = std::get_if<KvCacheRemoveData>(&event.event.data)) {
+    const auto it = lookup.find(event.stream());
+    if (it != lookup.end()) it->second.prefetch(remove->block_hashes);
+  }
 }
 
 }  // namespace kvidx

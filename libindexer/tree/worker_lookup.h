@@ -227,4 +227,10 @@ class WorkerLookup {
 // The per-lane map of every stream's lookup that ConcurrentRadixTree::apply_event works on.
 using DirectLookup = std::unordered_map<WorkerWithDpRank, WorkerLookup, WorkerWithDpRankHasher>;
 
+// Starts loading the buckets `event` will touch in its stream's lookup (a Stored's parent and
+// blocks, a Removed's hashes; nothing for a stream the map does not hold yet). A lane calls it for
+// the event after the one it is about to apply: each bucket is a cache miss (random keys), and the
+// prefetch at the start of apply_stored comes too late to hide them behind the short tree walk.
+void prefetch_event_buckets(const DirectLookup& lookup, const RouterEvent& event);
+
 }  // namespace kvidx
