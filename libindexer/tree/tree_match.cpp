@@ -3,7 +3,10 @@
 #include "libindexer/tree/radix_tree.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <iterator>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -14,6 +17,44 @@ namespace kvidx {
 namespace {
 
 std::uint32_t to_u32(std::size_t n) { return static_cast<std::uint32_t>(n); }
+
+// The positions 0..n-1 as a forward range whose entries are make(i): a vector built from it
+// allocates once and constructs each entry in place from make's result.
+template <typename Make>
+class GeneratedIterator {
+ public:
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = std::invoke_result_t<const Make&, std::size_t>;
+  using difference_type = std::ptrdiff_t;
+  using pointer = void;
+  using reference = value_type;  // made on each dereference (read once per position)
+
+  GeneratedIterator(const Make& make, std::size_t position) : make_(&make), position_(position) {}
+  value_type operator*() const { return (*make_)(position_); }
+  GeneratedIterator& operator++() {
+    ++position_;
+    return *this;
+  }
+  GeneratedIterator operator++(int) {
+    GeneratedIterator before = *this;
+    ++position_;
+    return before;
+  }
+  friend bool operator==(const GeneratedIterator& a, const GeneratedIterator& b) { return a.position_ == b.position_; }
+
+ private:
+  const Make* make_;
+  std::size_t position_;
+};
+
+// NOTE: relies on the iterator-pair constructor of a forward range: it counts the positions, allocates
+// once and constructs each entry from *it (libstdc++'s _M_range_initialize), which is why
+// `reference` may be the value itself here.
+template <typename Make>
+std::vector<std::invoke_result_t<const Make&, std::size_t>> generated_vector(std::size_t n, const Make& make) {
+  using Vector = std::vector<std::invoke_result_t<const Make&, std::size_t>>;
+  return Vector(GeneratedIterator<Make>(make, 0), GeneratedIterator<Make>(make, n));
+}
 
 }  // namespace
 
@@ -130,27 +171,33 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
   }
   lock.unlock();
 
-  // NOTE: filled by index through local pointers, with one registry read per holder: appending
-  // costs a capacity check and a store of the vector's end per entry. Each slot appears once in
-  // hits, so the keys are distinct (FlatMap's precondition).
-  std::vector<std::pair<WorkerWithDpRank, std::uint32_t>> scores(hits.size());
-  std::vector<std::pair<WorkerWithDpRank, std::size_t>> tree_sizes(hits.size());
-  auto* const score_out = scores.data();
-  auto* const size_out = tree_sizes.data();
-  std::uint32_t max_score = 0;
-  for (std::size_t i = 0; i < hits.size(); ++i) {
+  // NOTE: each vector is built from a generated range, so it allocates once and constructs every
+  // entry in place: sized vectors value-initialised every entry before it was written (a quarter
+  // of a wide query's cost per holder), and appending checks the capacity per entry. One registry
+  // read per holder and vector. Each slot appears once in hits, so the keys are distinct (FlatMap's
+  // precondition).
+  const auto score_of = [&](std::size_t i) {
+    return std::pair<WorkerWithDpRank, std::uint32_t>{registry_.stream_of(hits[i].slot), hits[i].score};
+  };
+  const auto tree_size_of = [&](std::size_t i) {
     const WorkerRegistry::SlotView slot = registry_.view(hits[i].slot);
-    score_out[i] = {slot.stream, hits[i].score};
-    size_out[i] = {slot.stream, static_cast<std::size_t>(std::max<std::int64_t>(0, slot.blocks))};
-    max_score = std::max(max_score, hits[i].score);
-  }
-  out.scores = FlatMap<WorkerWithDpRank, std::uint32_t>(std::move(scores));
-  out.tree_sizes = FlatMap<WorkerWithDpRank, std::size_t>(std::move(tree_sizes));
-  // frequencies[d] = streams whose match reaches past depth d.
-  out.frequencies.assign(max_score, 0);
+    return std::pair<WorkerWithDpRank, std::size_t>{{slot.worker_id, slot.dp_rank},
+                                                    static_cast<std::size_t>(std::max<std::int64_t>(0, slot.blocks))};
+  };
+  out.scores = FlatMap<WorkerWithDpRank, std::uint32_t>(generated_vector(hits.size(), score_of));
+  out.tree_sizes = FlatMap<WorkerWithDpRank, std::size_t>(generated_vector(hits.size(), tree_size_of));
+  // frequencies[d] = streams whose match reaches past depth d. No score passes `depth` (each is a
+  // node's start depth plus at most what the query matched there), so the counts go into `depth`
+  // entries and the zeros past the highest score are dropped.
+  out.frequencies.assign(depth, 0);
+  // NOTE: through a local pointer: stores through the vector would alias its own data pointer.
+  std::size_t* const frequencies = out.frequencies.data();
   for (const auto& hit : hits) {
-    if (hit.score > 0) ++out.frequencies[hit.score - 1];
+    if (hit.score > 0) ++frequencies[hit.score - 1];
   }
+  std::size_t max_score = depth;
+  while (max_score > 0 && frequencies[max_score - 1] == 0) --max_score;
+  out.frequencies.resize(max_score);
   // Suffix sums in a register: a loop adding each entry into the one before it waits on a store
   // per step.
   std::size_t reaching = 0;

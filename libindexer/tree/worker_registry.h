@@ -34,13 +34,15 @@ class WorkerRegistry {
   WorkerWithDpRank stream_of(WorkerSlot slot) const { return record(slot).stream; }
   std::int64_t block_count(WorkerSlot slot) const { return record(slot).blocks.load(std::memory_order_relaxed); }
   // Both of a slot's figures from one record lookup (a query's result reads them for every holder).
+  // NOTE: the stream's fields one by one: a WorkerWithDpRank copied whole went through the stack.
   struct SlotView {
-    WorkerWithDpRank stream;
+    WorkerId worker_id = 0;
+    DpRank dp_rank = 0;
     std::int64_t blocks = 0;
   };
   SlotView view(WorkerSlot slot) const {
     const SlotRecord& r = record(slot);
-    return SlotView{r.stream, r.blocks.load(std::memory_order_relaxed)};
+    return SlotView{r.stream.worker_id, r.stream.dp_rank, r.blocks.load(std::memory_order_relaxed)};
   }
   void add_blocks(WorkerSlot slot, std::int64_t delta) {
     record(slot).blocks.fetch_add(delta, std::memory_order_relaxed);
