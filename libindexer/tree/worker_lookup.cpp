@@ -348,14 +348,15 @@ std::vector<NodeRef> WorkerLookup::take_nodes() {
 }
 
 void prefetch_event_buckets(const DirectLookup& lookup, const RouterEvent& event) {
+  if (kind_of(event.event.data) == EventKind::cleared) return;
+  const auto it = lookup.find(event.stream());
+  if (it == lookup.end()) return;
+  const WorkerLookup& stream_lookup = it->second;
   if (const auto* store = std::get_if<KvCacheStoreData>(&event.event.data)) {
-    const auto it = lookup.find(event.stream());
-    if (it == lookup.end()) return;
-    if (store->parent_hash) it->second.prefetch(*store->parent_hash);
-    it->second.prefetch(store->blocks);
-  } else if (const auto* remove = std::get_if<KvCacheRemoveData>(&event.event.data)) {
-    const auto it = lookup.find(event.stream());
-    if (it != lookup.end()) it->second.prefetch(remove->block_hashes);
+    if (store->parent_hash) stream_lookup.prefetch(*store->parent_hash);
+    stream_lookup.prefetch(store->blocks);
+  } else {
+    stream_lookup.prefetch(std::get<KvCacheRemoveData>(event.event.data).block_hashes);
   }
 }
 
