@@ -6,7 +6,7 @@
 namespace kvidx {
 
 EdgeCoverage::EdgeCoverage(EdgeCoverage&& other) noexcept
-    : inline_(other.inline_), heap_(std::move(other.heap_)), size_(other.size_), capacity_(other.capacity_) {
+    : heap_(std::move(other.heap_)), size_(other.size_), capacity_(other.capacity_), inline_(other.inline_) {
   other.size_ = 0;
   other.capacity_ = kInlineCapacity;
 }

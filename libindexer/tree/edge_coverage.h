@@ -1,8 +1,10 @@
 // EdgeCoverage: which (worker, rank) slots hold a node's edge, and how many of its leading blocks.
 // A slot covers the edge fully when its count equals the edge length, otherwise only a leading
 // prefix (partial coverage). Entries are kept sorted by slot so lookups are a binary search and
-// two sorted sets can be merged. The first few entries live inline (most nodes are held by one or
-// two streams); larger sets spill to one heap array, so the number of streams is not bounded.
+// two sorted sets can be merged. Up to 11 entries live inline, in the node's own cache lines (an
+// array of its own was a second cache miss after the node's on every query that scores a body
+// held by a handful of streams); larger sets spill to one heap array, so the number of streams is
+// not bounded.
 #pragma once
 
 #include <array>
@@ -46,7 +48,9 @@ class EdgeCoverage {
   EdgeCoverage split_off(std::uint32_t keep);
 
  private:
-  static constexpr std::uint32_t kInlineCapacity = 3;
+  // NOTE: 11 entries (88 bytes) fill RadixNode to four cache lines (radix_node.h); the count and
+  // the array pointer come first, so they share the node's first line with its lock.
+  static constexpr std::uint32_t kInlineCapacity = 11;
 
   CoverageEntry* data() { return heap_ ? heap_.get() : inline_.data(); }
   const CoverageEntry* data() const { return heap_ ? heap_.get() : inline_.data(); }
@@ -54,10 +58,10 @@ class EdgeCoverage {
   void grow();
   void push_back(CoverageEntry entry);
 
-  std::array<CoverageEntry, kInlineCapacity> inline_{};
   std::unique_ptr<CoverageEntry[]> heap_;
   std::uint32_t size_ = 0;
   std::uint32_t capacity_ = kInlineCapacity;
+  std::array<CoverageEntry, kInlineCapacity> inline_{};
 };
 
 }  // namespace kvidx

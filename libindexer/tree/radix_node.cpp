@@ -10,6 +10,9 @@
 
 namespace kvidx {
 
+// The layout find_matches relies on (radix_node.h): four cache lines, prefetched together.
+static_assert(sizeof(RadixNode) == 256 && alignof(RadixNode) == 64);
+
 std::size_t ChildTable::home(LocalBlockHash key) const {
   // Fibonacci hashing: local hashes from tests and some engines are small or sequential numbers.
   return static_cast<std::size_t>((key.value * 0x9E3779B97F4A7C15ULL) >> index_shift_);

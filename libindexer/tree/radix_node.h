@@ -175,8 +175,11 @@ class alignas(64) RadixNode {
                                          std::span<const StoredBlock> blocks) const;
 
   // NOTE: the members find_matches reads on every node (lock, fingerprint, edge, coverage, the
-  // child table's vectors) come first: with the node's 64-byte alignment they sit in its first two
-  // cache lines (they were spread over four behind a 56-byte std::shared_mutex).
+  // child table's vectors) come first. With the node's 64-byte alignment the node is four cache
+  // lines (256 bytes): the lock, fingerprint, edge and the coverage's count and array pointer in
+  // the first, up to 11 coverage entries inline in the next two, the child table after them. A
+  // query prefetches all four lines of the next node together (tree_match.cpp), so they arrive in
+  // one round trip; a coverage array of its own would be a second miss after the node's.
   mutable std::atomic<std::uint32_t> refs_{0};
   mutable NodeLock mutex_;
   const std::uint32_t start_depth_;  // depth of the edge's first block; a split never moves it

@@ -88,12 +88,16 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
     prefetch_line(child->coverage_.entries().data());
     const std::uint32_t length = child->edge_length();
     // The next child is looked up before the edge is matched, so its cache misses (the child
-    // table's index, then the node deeper in a long query) overlap the fingerprint and the
-    // scoring. It is followed only if the query matches the whole edge; otherwise it is unused.
+    // table's index, then the node deeper in a long query: all its lines, the inline coverage
+    // among them) overlap the fingerprint and the scoring. It is followed only if the query
+    // matches the whole edge; otherwise it is unused.
     const RadixNode* next_child = nullptr;
     if (query.size() - depth > length) {
       next_child = child->children_.find(query[depth + length]);
-      if (next_child != nullptr) prefetch_line(next_child);
+      if (next_child != nullptr) {
+        const char* const bytes = reinterpret_cast<const char*>(next_child);
+        for (std::size_t offset = 0; offset < sizeof(RadixNode); offset += 64) prefetch_line(bytes + offset);
+      }
     }
     std::uint32_t matched = 1;  // the child key is the edge's first local hash
     // A query reaching past the edge matches it whole when the fingerprints agree, without reading
