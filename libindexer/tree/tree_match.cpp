@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <iterator>
 #include <span>
 #include <type_traits>
@@ -190,25 +191,29 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
   };
   out.scores = FlatMap<WorkerWithDpRank, std::uint32_t>(generated_vector(hits.size(), score_of));
   out.tree_sizes = FlatMap<WorkerWithDpRank, std::size_t>(generated_vector(hits.size(), tree_size_of));
-  // frequencies[d] = streams whose match reaches past depth d. No score passes `depth` (each is a
-  // node's start depth plus at most what the query matched there), so the counts go into `depth`
-  // entries and the zeros past the highest score are dropped.
+  // frequencies[d] = streams whose match reaches past depth d: constant between two consecutive
+  // distinct scores, so it is written run by run (a fill per distinct score) instead of summed
+  // entry by entry. No score passes `depth` (each is a node's start depth plus at most what the
+  // query matched there), so the counts go into `depth` entries first; the length is the highest
+  // score.
   out.frequencies.assign(depth, 0);
   // NOTE: through a local pointer: stores through the vector would alias its own data pointer.
   std::size_t* const frequencies = out.frequencies.data();
+  thread_local std::vector<std::uint32_t> distinct_buffer;
+  distinct_buffer.clear();
   for (const auto& hit : hits) {
-    if (hit.score > 0) ++frequencies[hit.score - 1];
+    if (hit.score > 0 && ++frequencies[hit.score - 1] == 1) distinct_buffer.push_back(hit.score);
   }
-  std::size_t max_score = depth;
-  while (max_score > 0 && frequencies[max_score - 1] == 0) --max_score;
-  out.frequencies.resize(max_score);
-  // Suffix sums in a register: a loop adding each entry into the one before it waits on a store
-  // per step.
+  std::sort(distinct_buffer.begin(), distinct_buffer.end(), std::greater<>());
   std::size_t reaching = 0;
-  for (std::size_t d = max_score; d-- > 0;) {
-    reaching += out.frequencies[d];
-    out.frequencies[d] = reaching;
+  for (std::size_t i = 0; i < distinct_buffer.size(); ++i) {
+    const std::uint32_t score = distinct_buffer[i];
+    const std::uint32_t below = i + 1 < distinct_buffer.size() ? distinct_buffer[i + 1] : 0;
+    // NOTE: the count is read before the fill overwrites it (score - 1 lies in the filled run).
+    reaching += frequencies[score - 1];
+    std::fill(frequencies + below, frequencies + score, reaching);
   }
+  out.frequencies.resize(distinct_buffer.empty() ? 0 : distinct_buffer.front());
   return out;
 }
 
