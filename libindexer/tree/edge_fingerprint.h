@@ -16,6 +16,7 @@
 // growth adds the new blocks' terms. Nothing is rehashed when the tree changes shape.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -55,7 +56,16 @@ std::uint64_t run_fingerprint(std::span<const Block> run, std::uint32_t start_de
   return sum;
 }
 
+// The same sum over a run of at least kLongQueryRun query blocks, out of line (edge_fingerprint.cpp):
+// run_fingerprint itself, compiled for the widest vector unit the CPU has (chosen on the first
+// call). Wrapping addition and multiplication are exact in any order and lane, so it
+// sums what the edges' scalar loop sums (a test checks every length up to 300).
+std::uint64_t long_query_fingerprint(std::span<const LocalBlockHash> locals, std::uint32_t start_depth);
+inline constexpr std::size_t kLongQueryRun = 16;
+
 inline std::uint64_t query_fingerprint(std::span<const LocalBlockHash> locals, std::uint32_t start_depth) {
+  // NOTE: a short run stays inline: the call costs more than the few blocks' terms.
+  if (locals.size() >= kLongQueryRun) return long_query_fingerprint(locals, start_depth);
   return run_fingerprint(locals, start_depth);
 }
 inline std::uint64_t edge_fingerprint(std::span<const EdgeBlock> edge, std::uint32_t start_depth) {

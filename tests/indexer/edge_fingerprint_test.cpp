@@ -73,6 +73,24 @@ TEST_CASE("a run's fingerprint is the sum of its blocks' terms, each at its own 
   }
 }
 
+TEST_CASE("a long query's fingerprint, vectorised where the CPU allows, is the same sum at every length") {
+  // Runs of kLongQueryRun blocks or more take the out-of-line version (a vector body, a scalar
+  // tail); every length around and past the switch must sum what the edges' scalar loop sums.
+  std::mt19937_64 rng(20261208);
+  std::vector<LocalBlockHash> run(300);
+  for (auto& local : run) local = LocalBlockHash{rng()};
+  for (const std::uint32_t depth : {0U, 31U, 100'003U, 4'000'000'000U}) {
+    std::uint64_t terms = 0;
+    for (std::uint32_t length = 0; length <= run.size(); ++length) {
+      const std::span<const LocalBlockHash> prefix(run.data(), length);
+      INFO("depth " << depth << " length " << length);
+      REQUIRE(query_fingerprint(prefix, depth) == terms);
+      REQUIRE(edge_fingerprint(edge_of({prefix.begin(), prefix.end()}), depth) == terms);  // edges sum scalar
+      if (length < run.size()) terms += fingerprint_term(run[length], depth + length);
+    }
+  }
+}
+
 TEST_CASE("find_matches scores a query that leaves a long edge midway, by a changed block or a swapped pair") {
   ConcurrentRadixTree tree;
   DirectLookup lookup;
