@@ -125,6 +125,9 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
       for (std::size_t i = 0; i < coverage.size(); ++i) {
         const std::uint32_t reach = std::min(coverage[i].covered, matched);
         hits[i] = Hit{coverage[i].slot, depth + reach};
+        // Every stream the result names is a holder of this first node; its registry record is
+        // read when the result is built, after the walk: start loading it now.
+        registry_.prefetch(coverage[i].slot);
         active_buffer[kept] = to_u32(i);
         kept += reach == length ? 1 : 0;
       }

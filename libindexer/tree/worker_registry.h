@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "libindexer/protocol.h"
+#include "libindexer/tree/cache_prefetch.h"
 #include "libindexer/tree/edge_coverage.h"
 
 namespace kvidx {
@@ -44,6 +45,8 @@ class WorkerRegistry {
     const SlotRecord& r = record(slot);
     return SlotView{r.stream.worker_id, r.stream.dp_rank, r.blocks.load(std::memory_order_relaxed)};
   }
+  // Starts loading the slot's record (a hint; see cache_prefetch.h).
+  void prefetch(WorkerSlot slot) const { prefetch_line(&record(slot)); }
   void add_blocks(WorkerSlot slot, std::int64_t delta) {
     record(slot).blocks.fetch_add(delta, std::memory_order_relaxed);
   }
