@@ -85,7 +85,9 @@ OverlapScores ConcurrentRadixTree::find_matches(std::span<const LocalBlockHash> 
     SharedLock child_lock(child->mutex_);
     lock = std::move(child_lock);  // NOTE: hand over hand: child locked before parent released
 
-    // The coverage is read after the edge is matched: start loading it now (it is usually cold).
+    // The coverage is read after the edge is matched: start loading it now. Up to 11 entries sit
+    // in the node's own lines (already requested with the node, below, for every node but the
+    // first); a larger set is a heap array of its own and usually cold.
     prefetch_line(child->coverage_.entries().data());
     const std::uint32_t length = child->edge_length();
     // The next child is looked up before the edge is matched, so its cache misses (the child
